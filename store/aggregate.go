@@ -1,0 +1,153 @@
+package store
+
+import (
+	"math"
+	"slices"
+	"sort"
+	"time"
+)
+
+// KubeletStartupBuckets are the kubelet's pod start-up latency buckets
+// (kubelet_pod_start_sli_duration_seconds), so that podslo's histograms line
+// up with the kubelet's own.
+var KubeletStartupBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+
+// Native histogram layout: a growth factor of at most 1.1 is schema 3
+// (2^(1/8) ≈ 1.0905), and at most 160 buckets are kept by lowering the schema,
+// as client_golang does for live histograms.
+const (
+	nativeInitialSchema = 3
+	nativeMinSchema     = -4
+	maxNativeBuckets    = 160
+)
+
+// Aggregate is the persisted value of one series: a counter when Histogram is
+// nil, otherwise a histogram.
+type Aggregate struct {
+	// Created is when the series got its first value, in Unix seconds; it is
+	// exposed as the series' created timestamp.
+	Created   int64
+	Value     float64
+	Histogram *Histogram
+	// Exemplars holds, per classic bucket, the latest observation that fell
+	// into it. It lives in memory only: an exemplar is a pointer to look at,
+	// not a count that must survive a restart.
+	Exemplars []Exemplar
+}
+
+// Histogram holds both a classic and a native (sparse, exponential) layout of
+// the same observations.
+type Histogram struct {
+	Count uint64
+	Sum   float64
+	// Classic holds non-cumulative counts per bucket of the store's bounds;
+	// the last one is +Inf.
+	Classic   []uint64
+	Schema    int32
+	ZeroCount uint64
+	Native    map[int32]uint64
+}
+
+// Exemplar names the pod behind an observation.
+type Exemplar struct {
+	Namespace string
+	Pod       string
+	Value     float64
+	Time      time.Time
+}
+
+func newHistogram(bounds []float64) *Histogram {
+	return &Histogram{
+		Classic: make([]uint64, len(bounds)+1),
+		Schema:  nativeInitialSchema,
+		Native:  map[int32]uint64{},
+	}
+}
+
+func (a *Aggregate) clone() *Aggregate {
+	c := *a
+	if a.Histogram != nil {
+		h := *a.Histogram
+		h.Classic = slices.Clone(a.Histogram.Classic)
+		h.Native = make(map[int32]uint64, len(a.Histogram.Native)+1)
+		for k, v := range a.Histogram.Native {
+			h.Native[k] = v
+		}
+		c.Histogram = &h
+	}
+	c.Exemplars = slices.Clone(a.Exemplars)
+	return &c
+}
+
+// observe adds v to both layouts and returns the classic bucket it fell in.
+func (h *Histogram) observe(bounds []float64, v float64) int {
+	h.Count++
+	h.Sum += v
+	i := sort.SearchFloat64s(bounds, v)
+	h.Classic[i]++
+	if v == 0 {
+		h.ZeroCount++
+		return i
+	}
+	h.Native[nativeKey(v, h.Schema)]++
+	for len(h.Native) > maxNativeBuckets && h.Schema > nativeMinSchema {
+		h.halveResolution()
+	}
+	return i
+}
+
+// nativeKey is the index of the native bucket (base^(k-1), base^k] holding v,
+// with base = 2^(2^-schema). It uses Frexp, as client_golang does, so that
+// exact powers of two land in the same bucket as there.
+func nativeKey(v float64, schema int32) int32 {
+	frac, exp := math.Frexp(math.Abs(v))
+	if schema > 0 {
+		bounds := nativeBounds(schema)
+		return int32(sort.SearchFloat64s(bounds, frac) + (exp-1)*len(bounds))
+	}
+	key := exp
+	if frac == 0.5 {
+		key--
+	}
+	offset := (1 << -schema) - 1
+	return int32((key + offset) >> -schema)
+}
+
+var nativeBoundsCache = func() [][]float64 {
+	out := make([][]float64, 9)
+	for s := 1; s <= 8; s++ {
+		n := 1 << s
+		b := make([]float64, n)
+		for i := range b {
+			b[i] = math.Exp2(float64(i)/float64(n) - 1)
+		}
+		out[s] = b
+	}
+	return out
+}()
+
+func nativeBounds(schema int32) []float64 { return nativeBoundsCache[schema] }
+
+// halveResolution merges pairs of buckets: bucket k at schema s lies within
+// bucket ceil(k/2) at schema s-1.
+func (h *Histogram) halveResolution() {
+	merged := make(map[int32]uint64, len(h.Native)/2+1)
+	for k, v := range h.Native {
+		nk := k / 2 // Go truncates towards zero: this is ceil for k <= 0.
+		if k > 0 {
+			nk = (k + 1) / 2
+		}
+		merged[nk] += v
+	}
+	h.Native = merged
+	h.Schema--
+}
+
+func (h *Histogram) sortedNative() []int32 {
+	keys := make([]int32, 0, len(h.Native))
+	for k := range h.Native {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,241 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/google/uuid"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/lifecycle"
+)
+
+// Key prefixes, one per record type. Keys are short on purpose: at 100k pods
+// every byte of key is 100 kB of LSM.
+const (
+	prefixPodUUID   = 'p' // 'p' + 16-byte binary UUID
+	prefixPodString = 'P' // 'P' + UID string, for UIDs that are not UUIDs
+	prefixAggregate = 'a' // 'a' + family + 0x00 + label values joined by 0xff
+)
+
+// Record format versions. A record with an unknown version is dropped and
+// counted, never misread.
+const (
+	podRecordV1       = 1
+	aggregateRecordV1 = 1
+)
+
+var errDecode = errors.New("malformed record")
+
+func podKey(uid types.UID) []byte {
+	if u, err := uuid.Parse(string(uid)); err == nil {
+		k := make([]byte, 17)
+		k[0] = prefixPodUUID
+		copy(k[1:], u[:])
+		return k
+	}
+	return append([]byte{prefixPodString}, uid...)
+}
+
+func uidFromKey(k []byte) (types.UID, error) {
+	switch {
+	case len(k) == 17 && k[0] == prefixPodUUID:
+		u, err := uuid.FromBytes(k[1:])
+		if err != nil {
+			return "", err
+		}
+		return types.UID(u.String()), nil
+	case len(k) > 1 && k[0] == prefixPodString:
+		return types.UID(k[1:]), nil
+	}
+	return "", fmt.Errorf("pod key %q: %w", k, errDecode)
+}
+
+// State flag bits in the encoded pod record.
+const flagHasSandboxCreation = 1 << 0
+
+func encodeState(s lifecycle.State) []byte {
+	b := make([]byte, 0, 24)
+	b = append(b, podRecordV1)
+	var flags byte
+	if s.HasSandboxCreation {
+		flags |= flagHasSandboxCreation
+	}
+	b = append(b, flags)
+	b = binary.AppendVarint(b, s.FirstSandboxReady)
+	// Stored as a delta: it is almost always 0 or small.
+	b = binary.AppendVarint(b, s.LastSandboxReady-s.FirstSandboxReady)
+	b = binary.AppendVarint(b, s.SandboxCreation)
+	b = binary.AppendUvarint(b, uint64(s.Recreations))
+	b = binary.AppendUvarint(b, uint64(s.Skipped))
+	return b
+}
+
+func decodeState(b []byte) (lifecycle.State, error) {
+	var s lifecycle.State
+	r := reader{b: b}
+	if v := r.byte(); v != podRecordV1 {
+		return s, fmt.Errorf("pod record version %d: %w", v, errDecode)
+	}
+	flags := r.byte()
+	s.HasSandboxCreation = flags&flagHasSandboxCreation != 0
+	s.FirstSandboxReady = r.varint()
+	s.LastSandboxReady = s.FirstSandboxReady + r.varint()
+	s.SandboxCreation = r.varint()
+	s.Recreations = uint32(r.uvarint())
+	s.Skipped = lifecycle.SkipSet(r.uvarint())
+	return s, r.done()
+}
+
+func aggregateKey(family string, labels string) []byte {
+	k := make([]byte, 0, 2+len(family)+len(labels))
+	k = append(k, prefixAggregate)
+	k = append(k, family...)
+	k = append(k, 0)
+	return append(k, labels...)
+}
+
+func splitAggregateKey(k []byte) (family, labels string, err error) {
+	for i := 1; i < len(k); i++ {
+		if k[i] == 0 {
+			return string(k[1:i]), string(k[i+1:]), nil
+		}
+	}
+	return "", "", fmt.Errorf("aggregate key %q: %w", k, errDecode)
+}
+
+// Aggregate kinds in the encoded record.
+const (
+	kindCounter   = 1
+	kindHistogram = 2
+)
+
+func encodeAggregate(a *Aggregate) []byte {
+	b := make([]byte, 0, 64)
+	b = append(b, aggregateRecordV1)
+	b = binary.AppendVarint(b, a.Created)
+	if a.Histogram == nil {
+		b = append(b, kindCounter)
+		return binary.LittleEndian.AppendUint64(b, math.Float64bits(a.Value))
+	}
+	h := a.Histogram
+	b = append(b, kindHistogram)
+	b = binary.AppendUvarint(b, h.Count)
+	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(h.Sum))
+	b = binary.AppendUvarint(b, uint64(len(h.Classic)))
+	for _, c := range h.Classic {
+		b = binary.AppendUvarint(b, c)
+	}
+	b = binary.AppendVarint(b, int64(h.Schema))
+	b = binary.AppendUvarint(b, h.ZeroCount)
+	b = binary.AppendUvarint(b, uint64(len(h.Native)))
+	// Sorted so that equal histograms encode to equal bytes.
+	for _, idx := range h.sortedNative() {
+		b = binary.AppendVarint(b, int64(idx))
+		b = binary.AppendUvarint(b, h.Native[idx])
+	}
+	return b
+}
+
+func decodeAggregate(b []byte, bounds []float64) (*Aggregate, error) {
+	r := reader{b: b}
+	if v := r.byte(); v != aggregateRecordV1 {
+		return nil, fmt.Errorf("aggregate record version %d: %w", v, errDecode)
+	}
+	a := &Aggregate{Created: r.varint()}
+	switch r.byte() {
+	case kindCounter:
+		a.Value = math.Float64frombits(r.uint64())
+		return a, r.done()
+	case kindHistogram:
+	default:
+		return nil, fmt.Errorf("aggregate kind: %w", errDecode)
+	}
+	h := &Histogram{Count: r.uvarint(), Sum: math.Float64frombits(r.uint64())}
+	n := r.uvarint()
+	if r.err == nil && n != uint64(len(bounds)+1) {
+		// Bucket layout changed between versions: the old counts cannot be
+		// re-bucketed, so the series starts again (a counter reset).
+		return nil, fmt.Errorf("histogram has %d buckets, want %d: %w", n, len(bounds)+1, errDecode)
+	}
+	h.Classic = make([]uint64, len(bounds)+1)
+	for i := range h.Classic {
+		h.Classic[i] = r.uvarint()
+	}
+	h.Schema = int32(r.varint())
+	h.ZeroCount = r.uvarint()
+	nn := r.uvarint()
+	if r.err == nil && nn > maxNativeBuckets {
+		return nil, fmt.Errorf("histogram has %d native buckets: %w", nn, errDecode)
+	}
+	h.Native = make(map[int32]uint64, nn)
+	for i := uint64(0); i < nn && r.err == nil; i++ {
+		idx := int32(r.varint())
+		h.Native[idx] = r.uvarint()
+	}
+	a.Histogram = h
+	return a, r.done()
+}
+
+// reader decodes a record and remembers the first error, so that decoding
+// code reads straight through and checks once at the end.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) fail() {
+	if r.err == nil {
+		r.err = errDecode
+	}
+	r.b = nil
+}
+
+func (r *reader) byte() byte {
+	if len(r.b) < 1 {
+		r.fail()
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
+func (r *reader) uint64() uint64 {
+	if len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
+}
+
+func (r *reader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.fail()
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) != 0 {
+		r.err = fmt.Errorf("%d trailing bytes: %w", len(r.b), errDecode)
+	}
+	return r.err
+}

@@ -1,0 +1,571 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/lifecycle"
+)
+
+// InMemory as Options.Dir keeps all state in memory: nothing survives a
+// restart, so observations may be counted twice across one.
+const InMemory = ":memory:"
+
+// DefaultGCInterval is the default for Options.GCInterval.
+const DefaultGCInterval = 10 * time.Minute
+
+var (
+	// ErrClosed is returned by every call after Close.
+	ErrClosed = errors.New("store is closed")
+	// ErrLocked means another process holds the state directory.
+	ErrLocked = errors.New("state directory is in use by another process")
+)
+
+// Options configures a Store.
+type Options struct {
+	// Dir is the state directory, created if missing. InMemory keeps state
+	// in memory only. Required.
+	Dir string
+	// Buckets are the classic bucket upper bounds shared by every histogram.
+	// Changing them resets the persisted histograms. Default
+	// KubeletStartupBuckets.
+	Buckets []float64
+	// GCInterval is how often the value log is garbage-collected. Default
+	// DefaultGCInterval.
+	GCInterval time.Duration
+	// Logger receives the store's and badger's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	if o.Dir == "" {
+		return errors.New("state dir must be set (use " + InMemory + " for no persistence)")
+	}
+	for i := 1; i < len(o.Buckets); i++ {
+		if !(o.Buckets[i] > o.Buckets[i-1]) {
+			return fmt.Errorf("histogram buckets must increase, got %v", o.Buckets)
+		}
+	}
+	if o.GCInterval < 0 {
+		return fmt.Errorf("gc interval must not be negative, got %s", o.GCInterval)
+	}
+	return nil
+}
+
+func (o *Options) withDefaults() Options {
+	c := *o
+	if len(c.Buckets) == 0 {
+		c.Buckets = KubeletStartupBuckets
+	}
+	if c.GCInterval == 0 {
+		c.GCInterval = DefaultGCInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// PodMeta is what per-pod series show of a live pod. It comes from the
+// informer and is never persisted: after a restart it is filled again as the
+// informer replays the pods.
+type PodMeta struct {
+	Namespace    string
+	Name         string
+	Node         string
+	RuntimeClass string
+	StorageClass string
+	// PodLabels holds the values of the configured pod labels, in order.
+	PodLabels []string
+	// HistogramLabels holds the values of the configured extra histogram
+	// dimensions, in order.
+	HistogramLabels []string
+}
+
+// Sample is one change to an aggregate series.
+type Sample struct {
+	Family string
+	Labels []string
+	// Value is the observed value for a histogram, the increment for a
+	// counter.
+	Value    float64
+	Exemplar *Exemplar
+}
+
+// Change is everything one pod event changes, applied atomically.
+type Change struct {
+	UID   types.UID
+	State lifecycle.State
+	// Meta replaces the pod's live metadata when not nil.
+	Meta *PodMeta
+	// Observe adds observations to histogram families.
+	Observe []Sample
+	// Add increments counter families.
+	Add []Sample
+}
+
+type pod struct {
+	state lifecycle.State
+	// meta is nil for a pod loaded from disk and not yet seen by the
+	// informer since start; such pods are dropped by DropUnseen.
+	meta *PodMeta
+}
+
+type series struct {
+	family string
+	labels []string
+	agg    *Aggregate
+}
+
+// Store is the exporter's memory of pods and aggregates. Reads are served
+// from memory; every change is written to badger before it becomes visible,
+// so what a scrape shows has always been persisted.
+type Store struct {
+	opts   Options
+	db     *badger.DB
+	log    *slog.Logger
+	stats  Stats
+	closed atomic.Bool
+
+	mu     sync.RWMutex
+	pods   map[types.UID]*pod
+	series map[string]*series
+}
+
+// Open opens (or creates) the state in opts.Dir and loads it into memory. A
+// state directory that badger cannot open is moved aside to
+// "<dir>.corrupt-<unix time>" and replaced by an empty one: losing the memory
+// of what was observed is better than not serving at all, and the move keeps
+// the evidence. A directory held by another process is an error (ErrLocked).
+func Open(opts Options) (*Store, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	opts = opts.withDefaults()
+	s := &Store{
+		opts:   opts,
+		log:    opts.Logger,
+		pods:   map[types.UID]*pod{},
+		series: map[string]*series{},
+	}
+	db, err := openBadger(opts)
+	if err != nil && opts.Dir != InMemory && !errors.Is(err, ErrLocked) && !isEnvironmentError(err) {
+		aside := fmt.Sprintf("%s.corrupt-%d", strings.TrimRight(opts.Dir, "/"), time.Now().Unix())
+		s.log.Error("State directory is unreadable, moving it aside and starting empty", "dir", opts.Dir, "aside", aside, "err", err)
+		if rerr := os.Rename(opts.Dir, aside); rerr != nil {
+			return nil, fmt.Errorf("move corrupt state %q aside: %w (open failed with: %v)", opts.Dir, rerr, err)
+		}
+		s.stats.Recoveries.Add(1)
+		db, err = openBadger(opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open state at %q: %w", opts.Dir, err)
+	}
+	s.db = db
+	if err := s.load(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("load state from %q: %w", opts.Dir, err)
+	}
+	return s, nil
+}
+
+func openBadger(opts Options) (*badger.DB, error) {
+	bo := badger.DefaultOptions(opts.Dir)
+	if opts.Dir == InMemory {
+		bo = badger.DefaultOptions("").WithInMemory(true)
+	}
+	// Sized for a small state (tens of bytes per pod) rather than badger's
+	// defaults, which reserve hundreds of MB for memtables and caches.
+	bo = bo.WithLogger(badgerLogger{opts.Logger}).
+		WithMemTableSize(8 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithBaseTableSize(1 << 20).
+		WithBlockCacheSize(4 << 20).
+		WithValueLogFileSize(16 << 20).
+		WithNumCompactors(2).
+		WithCompactL0OnClose(true).
+		WithMetricsEnabled(false).
+		// One writer (the informer handler) at a time: no conflicts to detect.
+		WithDetectConflicts(false)
+	db, err := badger.Open(bo)
+	if err != nil && (errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "Cannot acquire directory lock")) {
+		return nil, fmt.Errorf("%w: %v", ErrLocked, err)
+	}
+	return db, err
+}
+
+// isEnvironmentError tells problems of the machine (permissions, a full
+// disk) from a corrupt state: moving the directory aside would not help.
+func isEnvironmentError(err error) bool {
+	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS)
+}
+
+// load reads every record into memory. A record that does not decode is
+// deleted and counted: one bad record must not cost the rest.
+func (s *Store) load() error {
+	var bad [][]byte
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			key := item.KeyCopy(nil)
+			err := item.Value(func(v []byte) error { return s.loadRecord(key, v) })
+			if err != nil {
+				s.log.Warn("Dropping unreadable state record", "key", fmt.Sprintf("%q", key), "err", err)
+				s.stats.count(OpLoad, false)
+				bad = append(bad, key)
+				continue
+			}
+			s.stats.count(OpLoad, true)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	return s.db.Update(func(txn *badger.Txn) error {
+		for _, k := range bad {
+			if err := txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) loadRecord(key, val []byte) error {
+	if len(key) == 0 {
+		return errDecode
+	}
+	switch key[0] {
+	case prefixPodUUID, prefixPodString:
+		uid, err := uidFromKey(key)
+		if err != nil {
+			return err
+		}
+		st, err := decodeState(val)
+		if err != nil {
+			return err
+		}
+		s.pods[uid] = &pod{state: st}
+	case prefixAggregate:
+		family, labels, err := splitAggregateKey(key)
+		if err != nil {
+			return err
+		}
+		agg, err := decodeAggregate(val, s.opts.Buckets)
+		if err != nil {
+			return err
+		}
+		if agg.Histogram != nil {
+			agg.Exemplars = make([]Exemplar, len(s.opts.Buckets)+1)
+		}
+		s.series[family+"\x00"+labels] = &series{family: family, labels: splitLabels(labels), agg: agg}
+	default:
+		return fmt.Errorf("unknown key prefix %q: %w", key[0], errDecode)
+	}
+	return nil
+}
+
+func joinLabels(values []string) string { return strings.Join(values, "\xff") }
+
+func splitLabels(joined string) []string {
+	if joined == "" {
+		return nil
+	}
+	return strings.Split(joined, "\xff")
+}
+
+// Buckets returns the classic histogram bucket bounds.
+func (s *Store) Buckets() []float64 { return s.opts.Buckets }
+
+// Get returns the remembered state of a pod.
+func (s *Store) Get(uid types.UID) (lifecycle.State, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.pods[uid]
+	if !ok {
+		return lifecycle.State{}, false
+	}
+	return p.state, true
+}
+
+// Apply persists c and then makes it visible. On error nothing changes, in
+// memory or on disk, so the caller can apply the same change again later.
+func (s *Store) Apply(c Change) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+
+	p, known := s.pods[c.UID]
+	stateChanged := !known || p.state != c.State
+	if !stateChanged && len(c.Observe) == 0 && len(c.Add) == 0 {
+		// Nothing to persist: only the live metadata may have moved.
+		if c.Meta != nil {
+			p.meta = c.Meta
+		}
+		return nil
+	}
+
+	updated, err := s.updatedSeries(c)
+	if err != nil {
+		s.stats.count(OpApply, false)
+		return err
+	}
+	txn := s.db.NewTransaction(true)
+	defer txn.Discard()
+	if stateChanged {
+		if err := txn.Set(podKey(c.UID), encodeState(c.State)); err != nil {
+			s.stats.count(OpApply, false)
+			return fmt.Errorf("write pod %s: %w", c.UID, err)
+		}
+	}
+	for key, sr := range updated {
+		if err := txn.Set(aggregateKey(sr.family, key[len(sr.family)+1:]), encodeAggregate(sr.agg)); err != nil {
+			s.stats.count(OpApply, false)
+			return fmt.Errorf("write %s series: %w", sr.family, err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		s.stats.count(OpApply, false)
+		return fmt.Errorf("commit pod %s: %w", c.UID, err)
+	}
+	s.stats.count(OpApply, true)
+
+	if !known {
+		p = &pod{}
+		s.pods[c.UID] = p
+	}
+	p.state = c.State
+	if c.Meta != nil {
+		p.meta = c.Meta
+	}
+	for key, sr := range updated {
+		s.series[key] = sr
+	}
+	return nil
+}
+
+// updatedSeries returns copies of the series c touches, with c applied, so
+// that a failed commit leaves the visible ones as they were.
+func (s *Store) updatedSeries(c Change) (map[string]*series, error) {
+	if len(c.Observe) == 0 && len(c.Add) == 0 {
+		return nil, nil
+	}
+	now := time.Now()
+	out := make(map[string]*series, len(c.Observe)+len(c.Add))
+	get := func(smp Sample, histogram bool) (*series, error) {
+		key := smp.Family + "\x00" + joinLabels(smp.Labels)
+		if sr, ok := out[key]; ok {
+			return sr, nil
+		}
+		sr := &series{family: smp.Family, labels: smp.Labels}
+		if old, ok := s.series[key]; ok {
+			if (old.agg.Histogram != nil) != histogram {
+				return nil, fmt.Errorf("series %s%v is both a counter and a histogram", smp.Family, smp.Labels)
+			}
+			sr.labels = old.labels
+			sr.agg = old.agg.clone()
+		} else {
+			sr.agg = &Aggregate{Created: now.Unix()}
+			if histogram {
+				sr.agg.Histogram = newHistogram(s.opts.Buckets)
+				sr.agg.Exemplars = make([]Exemplar, len(s.opts.Buckets)+1)
+			}
+		}
+		out[key] = sr
+		return sr, nil
+	}
+	for _, smp := range c.Observe {
+		sr, err := get(smp, true)
+		if err != nil {
+			return nil, err
+		}
+		bucket := sr.agg.Histogram.observe(s.opts.Buckets, smp.Value)
+		if smp.Exemplar != nil {
+			sr.agg.Exemplars[bucket] = *smp.Exemplar
+		}
+	}
+	for _, smp := range c.Add {
+		sr, err := get(smp, false)
+		if err != nil {
+			return nil, err
+		}
+		sr.agg.Value += smp.Value
+	}
+	return out, nil
+}
+
+// Delete forgets a pod. Its contributions to aggregates stay.
+func (s *Store) Delete(uid types.UID) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.pods[uid]; !ok {
+		return nil
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(podKey(uid)) }); err != nil {
+		s.stats.count(OpDelete, false)
+		return fmt.Errorf("delete pod %s: %w", uid, err)
+	}
+	s.stats.count(OpDelete, true)
+	delete(s.pods, uid)
+	return nil
+}
+
+// DropUnseen forgets every pod loaded from disk that the caller has not
+// applied a change with metadata for since Open. Call it once the informer
+// has replayed every live pod: what is left was deleted while podslo was down.
+func (s *Store) DropUnseen() (int, error) {
+	if s.closed.Load() {
+		return 0, ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var gone []types.UID
+	for uid, p := range s.pods {
+		if p.meta == nil {
+			gone = append(gone, uid)
+		}
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, uid := range gone {
+		if err := wb.Delete(podKey(uid)); err != nil {
+			s.stats.count(OpDelete, false)
+			return 0, fmt.Errorf("delete unseen pod %s: %w", uid, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		s.stats.count(OpDelete, false)
+		return 0, fmt.Errorf("delete %d unseen pods: %w", len(gone), err)
+	}
+	for _, uid := range gone {
+		delete(s.pods, uid)
+		s.stats.count(OpDelete, true)
+	}
+	return len(gone), nil
+}
+
+// Pods calls fn for every pod that is live (seen since Open), under a read
+// lock: fn must not call back into the Store.
+func (s *Store) Pods(fn func(uid types.UID, state *lifecycle.State, meta *PodMeta)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for uid, p := range s.pods {
+		if p.meta != nil {
+			fn(uid, &p.state, p.meta)
+		}
+	}
+}
+
+// Aggregates calls fn for every series, under a read lock: fn must not call
+// back into the Store nor keep agg.
+func (s *Store) Aggregates(fn func(family string, labels []string, agg *Aggregate)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, sr := range s.series {
+		fn(sr.family, sr.labels, sr.agg)
+	}
+}
+
+// Start runs value-log garbage collection every GCInterval until ctx ends.
+func (s *Store) Start(ctx context.Context) error {
+	t := time.NewTicker(s.opts.GCInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			s.collectGarbage()
+		}
+	}
+}
+
+func (s *Store) collectGarbage() {
+	if s.closed.Load() || s.opts.Dir == InMemory {
+		return
+	}
+	for {
+		// Rewrite a value-log file when at least half of it is stale, until
+		// badger finds none left.
+		err := s.db.RunValueLogGC(0.5)
+		if errors.Is(err, badger.ErrNoRewrite) || errors.Is(err, badger.ErrRejected) {
+			s.stats.count(OpGC, true)
+			return
+		}
+		if err != nil {
+			s.stats.count(OpGC, false)
+			s.log.Warn("State garbage collection failed", "err", err)
+			return
+		}
+	}
+}
+
+// Close flushes and closes the state. It is idempotent: a second Close
+// returns nil, and every later write returns ErrClosed.
+func (s *Store) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("close state at %q: %w", s.opts.Dir, err)
+	}
+	return nil
+}
+
+// Size returns the bytes the state takes on disk: LSM tree and value log.
+func (s *Store) Size() (lsm, vlog int64) {
+	if s.closed.Load() {
+		return 0, 0
+	}
+	return s.db.Size()
+}
+
+// Len returns the number of pods remembered.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pods)
+}
+
+type badgerLogger struct{ log *slog.Logger }
+
+func (l badgerLogger) Errorf(f string, a ...any) {
+	l.log.Error("Badger", "detail", strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (l badgerLogger) Warningf(f string, a ...any) {
+	l.log.Warn("Badger", "detail", strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+func (l badgerLogger) Infof(f string, a ...any) {
+	l.log.Debug("Badger", "detail", strings.TrimSpace(fmt.Sprintf(f, a...)))
+}
+// Debugf drops badger's per-write tracing, which would drown podslo's own
+// debug logs.
+func (badgerLogger) Debugf(string, ...any) {}

@@ -1,0 +1,291 @@
+package store
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/lifecycle"
+)
+
+const (
+	uidA types.UID = "0b6e2a4c-58e4-4a8e-9d32-0d6c2f7c7a01"
+	uidB types.UID = "not-a-uuid"
+)
+
+func open(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: dir})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func meta(name string) *PodMeta { return &PodMeta{Namespace: "ns", Name: name} }
+
+type podView struct {
+	State lifecycle.State
+	Meta  PodMeta
+}
+
+func livePods(s *Store) map[types.UID]podView {
+	out := map[types.UID]podView{}
+	s.Pods(func(uid types.UID, st *lifecycle.State, m *PodMeta) { out[uid] = podView{*st, *m} })
+	return out
+}
+
+type seriesView struct {
+	Value     float64
+	Count     uint64
+	Sum       float64
+	Classic   []uint64
+	Schema    int32
+	ZeroCount uint64
+	Native    map[int32]uint64
+}
+
+func aggregates(s *Store) map[string]seriesView {
+	out := map[string]seriesView{}
+	s.Aggregates(func(family string, labels []string, a *Aggregate) {
+		v := seriesView{Value: a.Value}
+		if h := a.Histogram; h != nil {
+			v = seriesView{Count: h.Count, Sum: h.Sum, Classic: h.Classic, Schema: h.Schema, ZeroCount: h.ZeroCount, Native: h.Native}
+		}
+		out[family+"/"+joinLabels(labels)] = v
+	})
+	return out
+}
+
+func TestApplyPersistsAcrossReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	stA := lifecycle.State{FirstSandboxReady: 1000, LastSandboxReady: 1000, SandboxCreation: 3, HasSandboxCreation: true}
+	require.NoError(t, s.Apply(Change{
+		UID: uidA, State: stA, Meta: meta("a"),
+		Observe: []Sample{{Family: "creation", Labels: []string{"runc", "none"}, Value: 3, Exemplar: &Exemplar{Namespace: "ns", Pod: "a", Value: 3}}},
+	}))
+	stB := lifecycle.State{FirstSandboxReady: 2000, LastSandboxReady: 2600, Recreations: 1, Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.SandboxCreation, Reason: lifecycle.InvalidCondition})}
+	require.NoError(t, s.Apply(Change{
+		UID: uidB, State: stB, Meta: meta("b"),
+		Observe: []Sample{{Family: "creation", Labels: []string{"runc", "none"}, Value: 0}, {Family: "creation", Labels: []string{"kata", "fast"}, Value: 4000}},
+		Add:     []Sample{{Family: "recreations", Labels: []string{"runc", "none"}, Value: 1}, {Family: "recreations", Labels: []string{"runc", "none"}, Value: 1}},
+	}))
+
+	wantClassic := func(bucket int) []uint64 {
+		c := make([]uint64, len(KubeletStartupBuckets)+1)
+		c[bucket]++
+		return c
+	}
+	runcClassic := wantClassic(0)
+	runcClassic[3]++ // 3s is in the le=3 bucket, index 3
+	want := map[string]seriesView{
+		"creation/runc\xffnone":    {Count: 2, Sum: 3, Classic: runcClassic, Schema: 3, ZeroCount: 1, Native: map[int32]uint64{13: 1}},
+		"creation/kata\xfffast":    {Count: 1, Sum: 4000, Classic: wantClassic(len(KubeletStartupBuckets)), Schema: 3, Native: map[int32]uint64{96: 1}},
+		"recreations/runc\xffnone": {Value: 2},
+	}
+	assert.Equal(t, want, aggregates(s))
+	assert.Equal(t, map[types.UID]podView{uidA: {stA, *meta("a")}, uidB: {stB, *meta("b")}}, livePods(s))
+
+	require.NoError(t, s.Close())
+	s = open(t, dir)
+	assert.Equal(t, want, aggregates(s), "aggregates survive a reopen")
+	got, ok := s.Get(uidA)
+	assert.True(t, ok)
+	assert.Equal(t, stA, got)
+	got, ok = s.Get(uidB)
+	assert.True(t, ok)
+	assert.Equal(t, stB, got)
+	assert.Empty(t, livePods(s), "pods loaded from disk are not live until seen")
+	s.Aggregates(func(_ string, _ []string, a *Aggregate) {
+		for _, e := range a.Exemplars {
+			assert.Zero(t, e, "exemplars are not persisted")
+		}
+	})
+}
+
+func TestNativeKeyMatchesClientGolangBoundaries(t *testing.T) {
+	// Bucket k at schema 3 is (2^((k-1)/8), 2^(k/8)]: upper bounds are
+	// inclusive, so powers of two sit at the top of their bucket.
+	tests := []struct {
+		v    float64
+		want int32
+	}{{1, 0}, {2, 8}, {3, 13}, {4, 16}, {0.5, -8}, {1.05, 1}, {3600, 95}, {4000, 96}}
+	for _, tt := range tests {
+		assert.Equal(t, tt.want, nativeKey(tt.v, 3), "v=%v", tt.v)
+	}
+	assert.Equal(t, int32(2), nativeKey(3, 0))
+	assert.Equal(t, int32(1), nativeKey(2, 0))
+	assert.Equal(t, int32(1), nativeKey(3, -1))
+}
+
+func TestNativeHistogramStaysWithinMaxBuckets(t *testing.T) {
+	h := newHistogram(KubeletStartupBuckets)
+	// 200 values spread over 1e-6..1e6 need more than 160 buckets at schema 3.
+	for i := 0; i < 200; i++ {
+		h.observe(KubeletStartupBuckets, 1e-6*pow(1.1, i))
+	}
+	assert.LessOrEqual(t, len(h.Native), maxNativeBuckets)
+	assert.Less(t, h.Schema, int32(3))
+	var total uint64
+	for _, c := range h.Native {
+		total += c
+	}
+	assert.Equal(t, uint64(200), total, "merging keeps every observation")
+}
+
+func pow(b float64, n int) float64 {
+	v := 1.0
+	for range n {
+		v *= b
+	}
+	return v
+}
+
+func TestNoChangeWritesNothing(t *testing.T) {
+	s := open(t, t.TempDir())
+	st := lifecycle.State{FirstSandboxReady: 10, LastSandboxReady: 10}
+	require.NoError(t, s.Apply(Change{UID: uidA, State: st, Meta: meta("a")}))
+	before := s.Stats().Succeeded(OpApply)
+	require.NoError(t, s.Apply(Change{UID: uidA, State: st, Meta: meta("renamed")}))
+	assert.Equal(t, before, s.Stats().Succeeded(OpApply), "same state, no samples: no write")
+	assert.Equal(t, "renamed", livePods(s)[uidA].Meta.Name, "metadata still moves")
+}
+
+func TestFailedApplyChangesNothing(t *testing.T) {
+	s := open(t, t.TempDir())
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a"), Add: []Sample{{Family: "f", Value: 1}}}))
+	err := s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 2}, Meta: meta("a"), Observe: []Sample{{Family: "f", Value: 1}}})
+	require.Error(t, err, "a counter cannot become a histogram")
+	got, _ := s.Get(uidA)
+	assert.Equal(t, int64(1), got.FirstSandboxReady)
+	assert.Equal(t, map[string]seriesView{"f/": {Value: 1}}, aggregates(s))
+	assert.Equal(t, uint64(1), s.Stats().Failed(OpApply))
+}
+
+func TestDeleteAndDropUnseen(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	for _, uid := range []types.UID{uidA, uidB, "c"} {
+		require.NoError(t, s.Apply(Change{UID: uid, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta(string(uid))}))
+	}
+	require.NoError(t, s.Delete("c"))
+	require.NoError(t, s.Delete("never-seen"))
+	require.NoError(t, s.Close())
+
+	s = open(t, dir)
+	assert.Equal(t, 2, s.Len())
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}))
+	n, err := s.DropUnseen()
+	require.NoError(t, err)
+	assert.Equal(t, 1, n, "uidB was deleted while the exporter was down")
+	require.NoError(t, s.Close())
+
+	s = open(t, dir)
+	_, ok := s.Get(uidB)
+	assert.False(t, ok)
+	_, ok = s.Get(uidA)
+	assert.True(t, ok)
+}
+
+func TestCloseIsIdempotentAndFinal(t *testing.T) {
+	s := open(t, t.TempDir())
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Close())
+	assert.ErrorIs(t, s.Apply(Change{UID: uidA}), ErrClosed)
+	assert.ErrorIs(t, s.Delete(uidA), ErrClosed)
+	_, err := s.DropUnseen()
+	assert.ErrorIs(t, err, ErrClosed)
+}
+
+func TestSecondOpenIsLocked(t *testing.T) {
+	dir := t.TempDir()
+	open(t, dir)
+	_, err := Open(Options{Dir: dir})
+	assert.ErrorIs(t, err, ErrLocked)
+	entries, _ := os.ReadDir(filepath.Dir(dir))
+	for _, e := range entries {
+		assert.NotContains(t, e.Name(), "corrupt", "a locked dir is not corrupt")
+	}
+}
+
+func TestCorruptDirIsMovedAside(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "state")
+	s := open(t, dir)
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}))
+	require.NoError(t, s.Close())
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "MANIFEST"), []byte("this is not a manifest"), 0o600))
+
+	s = open(t, dir)
+	assert.Equal(t, uint64(1), s.Stats().Recoveries.Load())
+	assert.Equal(t, 0, s.Len(), "starts empty")
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}), "and works")
+	matches, _ := filepath.Glob(dir + ".corrupt-*")
+	assert.Len(t, matches, 1, "the evidence is kept")
+}
+
+func TestCorruptRecordIsDroppedNotFatal(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}))
+	require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set(podKey(uidB), []byte{99, 1, 2}) }))
+	require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("zzz"), []byte{1}) }))
+	require.NoError(t, s.Close())
+
+	s = open(t, dir)
+	assert.Equal(t, 1, s.Len())
+	assert.Equal(t, uint64(2), s.Stats().Failed(OpLoad))
+	require.NoError(t, s.Close())
+	s = open(t, dir)
+	assert.Equal(t, uint64(0), s.Stats().Failed(OpLoad), "bad records were deleted")
+}
+
+func TestInMemory(t *testing.T) {
+	s := open(t, InMemory)
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a"), Observe: []Sample{{Family: "f", Value: 2}}}))
+	assert.Equal(t, 1, s.Len())
+}
+
+func TestStartStopsWithContext(t *testing.T) {
+	s, err := Open(Options{Dir: t.TempDir(), GCInterval: time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- s.Start(ctx) }()
+	require.Eventually(t, func() bool { return s.Stats().Succeeded(OpGC) > 0 }, 5*time.Second, time.Millisecond)
+	cancel()
+	select {
+	case err := <-done:
+		assert.NoError(t, err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Start did not return after cancel")
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		opts Options
+		err  string
+	}{
+		{Options{}, "state dir must be set"},
+		{Options{Dir: "x", Buckets: []float64{1, 1}}, "buckets must increase"},
+		{Options{Dir: "x", GCInterval: -1}, "gc interval must not be negative"},
+		{Options{Dir: "x"}, ""},
+	}
+	for _, tt := range tests {
+		err := tt.opts.Validate()
+		if tt.err == "" {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorContains(t, err, tt.err)
+		}
+	}
+}
