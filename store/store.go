@@ -566,6 +566,7 @@ func (l badgerLogger) Warningf(f string, a ...any) {
 func (l badgerLogger) Infof(f string, a ...any) {
 	l.log.Debug("Badger", "detail", strings.TrimSpace(fmt.Sprintf(f, a...)))
 }
+
 // Debugf drops badger's per-write tracing, which would drown podslo's own
 // debug logs.
 func (badgerLogger) Debugf(string, ...any) {}
