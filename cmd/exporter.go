@@ -1,0 +1,52 @@
+package cmd
+
+import (
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podslo/podslo/exporter"
+	"github.com/podslo/podslo/lifecycle"
+)
+
+func newExporterCommand(stderr io.Writer) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "exporter",
+		Short: "Export pod lifecycle SLIs from the cluster's pods to Prometheus",
+		Args:  cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	addCommonFlags(fs)
+	fs.String("listen-address", exporter.DefaultListenAddress, "Address serving /metrics, /healthz and /readyz")
+	fs.String("state-dir", exporter.DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
+	fs.Bool("per-pod-metrics", true, "Export per-pod series")
+	fs.StringArray("pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
+	fs.StringArray("histogram-label", nil, "Extra histogram dimension NAME=label:KEY or NAME=annotation:KEY (repeatable)")
+	fs.Duration("max-observation-age", lifecycle.DefaultMaxObservationAge, "A first event older than this when first seen is remembered but not observed")
+	fs.StringSlice("sandbox-condition-types", []string{"PodReadyToStartContainers", "PodHasNetwork"}, "Pod condition types that mark a ready sandbox; the first present wins")
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := bindConfig(cmd)
+		if err != nil {
+			return err
+		}
+		log, err := c.logger(stderr)
+		if err != nil {
+			return err
+		}
+		perPod := c.v.GetBool("per-pod-metrics")
+		opts := exporter.Options{
+			Kubeconfig:            c.v.GetString("kubeconfig"),
+			ListenAddress:         c.v.GetString("listen-address"),
+			StateDir:              c.v.GetString("state-dir"),
+			PerPodMetrics:         &perPod,
+			PodLabels:             c.list("pod-label"),
+			HistogramLabels:       c.list("histogram-label"),
+			MaxObservationAge:     c.v.GetDuration("max-observation-age"),
+			SandboxConditionTypes: c.list("sandbox-condition-types"),
+			Logger:                log,
+		}
+		return opts.Start(cmd.Context())
+	}
+	return cmd
+}

@@ -1,0 +1,121 @@
+package collectors
+
+import (
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+var (
+	classLabels  = labelList("runtime_class", "storage_class")
+	perPodLabels = labelList("namespace", "pod", "uid", "node", "runtime_class", "storage_class")
+
+	sandboxCreationDuration = &Family{
+		Name: "podslo_sandbox_creation_duration_seconds", Type: "histogram", Stability: Alpha,
+		Help:   "Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.",
+		Labels: classLabels, HistogramLabels: true,
+	}
+	sandboxRecreations = &Family{
+		Name: "podslo_sandbox_recreations_total", Type: "counter", Stability: Alpha,
+		Help:   "Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.",
+		Labels: classLabels, HistogramLabels: true,
+	}
+	podSandboxCreation = &Family{
+		Name: "podslo_pod_sandbox_creation_seconds", Type: "gauge", Stability: Alpha,
+		Help:   "Per pod: time from PodScheduled to the first sandbox readiness.",
+		Labels: perPodLabels, PodLabels: true,
+	}
+	podSandboxRecreations = &Family{
+		Name: "podslo_pod_sandbox_recreations_total", Type: "counter", Stability: Alpha,
+		Help:   "Per pod: sandbox re-creations after the first sandbox became ready.",
+		Labels: perPodLabels, PodLabels: true,
+	}
+	sandboxFamilies = []*Family{sandboxCreationDuration, sandboxRecreations, podSandboxCreation, podSandboxRecreations}
+)
+
+// Sandbox exports the sandbox creation SLI: aggregates always, per-pod
+// series when enabled.
+type Sandbox struct {
+	store  *store.Store
+	perPod bool
+	log    *slog.Logger
+
+	creationFamily, recreationsFamily string
+
+	creation, recreations, podCreation, podRecreations *prometheus.Desc
+}
+
+// NewSandbox returns the sandbox collector over s.
+func NewSandbox(s *store.Store, labels Labels, perPod bool, log *slog.Logger) *Sandbox {
+	return &Sandbox{
+		store:             s,
+		perPod:            perPod,
+		log:               log,
+		creationFamily:    lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram),
+		recreationsFamily: lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram),
+		creation:          sandboxCreationDuration.desc(labels),
+		recreations:       sandboxRecreations.desc(labels),
+		podCreation:       podSandboxCreation.desc(labels),
+		podRecreations:    podSandboxRecreations.desc(labels),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Sandbox) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.creation
+	ch <- c.recreations
+	if c.perPod {
+		ch <- c.podCreation
+		ch <- c.podRecreations
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Sandbox) Collect(ch chan<- prometheus.Metric) {
+	bounds := c.store.Buckets()
+	c.store.Aggregates(func(family string, labels []string, agg *store.Aggregate) {
+		var (
+			m   prometheus.Metric
+			err error
+		)
+		switch family {
+		case c.creationFamily:
+			m, err = newHistogramMetric(c.creation, bounds, agg, labels)
+		case c.recreationsFamily:
+			m, err = prometheus.NewConstMetricWithCreatedTimestamp(c.recreations, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)
+		default:
+			return
+		}
+		if err != nil {
+			c.log.Error("Dropping malformed series", "family", family, "labels", labels, "err", err)
+			return
+		}
+		ch <- m
+	})
+	if !c.perPod {
+		return
+	}
+	c.store.Pods(func(uid types.UID, st *lifecycle.State, meta *store.PodMeta) {
+		if st.FirstSandboxReady == 0 {
+			return
+		}
+		values := podLabelValues(uid, meta)
+		if st.HasSandboxCreation {
+			ch <- prometheus.MustNewConstMetric(c.podCreation, prometheus.GaugeValue, float64(st.SandboxCreation), values...)
+		}
+		ch <- prometheus.MustNewConstMetric(c.podRecreations, prometheus.CounterValue, float64(st.Recreations), values...)
+	})
+}
+
+// podLabelValues are the values of perPodLabels followed by the pod labels.
+// The label count always matches the descriptor because both come from the
+// same configuration, which is why MustNewConstMetric cannot panic here.
+func podLabelValues(uid types.UID, m *store.PodMeta) []string {
+	v := make([]string, 0, len(perPodLabels)+len(m.PodLabels))
+	v = append(v, m.Namespace, m.Name, string(uid), m.Node, m.RuntimeClass, m.StorageClass)
+	return append(v, m.PodLabels...)
+}

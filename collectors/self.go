@@ -1,0 +1,98 @@
+package collectors
+
+import (
+	"runtime"
+	"runtime/debug"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/podslo/podslo/store"
+)
+
+var (
+	buildInfo = &Family{
+		Name: "podslo_build_info", Type: "gauge", Stability: Alpha,
+		Help:   "Always 1; labels carry the podslo version and the Go version it was built with.",
+		Labels: labelList("version", "goversion"),
+	}
+	informerEvents = &Family{
+		Name: "podslo_informer_events_total", Type: "counter", Stability: Alpha,
+		Help:   "Informer events handled, by resource and event (add, update, delete).",
+		Labels: labelList("resource", "event"),
+	}
+	storeOperations = &Family{
+		Name: "podslo_store_operations_total", Type: "counter", Stability: Alpha,
+		Help:   "State store operations (apply, delete, load, gc) by result (success, error).",
+		Labels: labelList("operation", "result"),
+	}
+	storeRecoveries = &Family{
+		Name: "podslo_store_recoveries_total", Type: "counter", Stability: Alpha,
+		Help: "Corrupt state directories moved aside at start-up and replaced by an empty state.",
+	}
+	storeTrackedPods = &Family{
+		Name: "podslo_store_tracked_pods", Type: "gauge", Stability: Alpha,
+		Help: "Pods whose lifecycle state the store holds.",
+	}
+	storeSize = &Family{
+		Name: "podslo_store_size_bytes", Type: "gauge", Stability: Alpha,
+		Help:   "Bytes the state takes on disk, by part (lsm, vlog).",
+		Labels: labelList("part"),
+	}
+	selfFamilies = []*Family{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize}
+)
+
+// NewInformerEvents returns the counter the informers increment for every
+// event they handle; register it on the exporter's registry.
+func NewInformerEvents() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: informerEvents.Name, Help: informerEvents.Help}, informerEvents.Labels)
+}
+
+// Self exports the exporter's own health: build, store operations and size.
+type Self struct {
+	store                                          *store.Store
+	version                                        string
+	build, operations, recoveries, tracked, sizeBy *prometheus.Desc
+}
+
+// NewSelf returns the self-metrics collector.
+func NewSelf(s *store.Store, version string) *Self {
+	return &Self{
+		store:      s,
+		version:    version,
+		build:      buildInfo.desc(Labels{}),
+		operations: storeOperations.desc(Labels{}),
+		recoveries: storeRecoveries.desc(Labels{}),
+		tracked:    storeTrackedPods.desc(Labels{}),
+		sizeBy:     storeSize.desc(Labels{}),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (c *Self) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.build, c.operations, c.recoveries, c.tracked, c.sizeBy} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *Self) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1, c.version, runtime.Version())
+	stats := c.store.Stats()
+	for _, op := range store.Ops {
+		ch <- prometheus.MustNewConstMetric(c.operations, prometheus.CounterValue, float64(stats.Succeeded(op)), op.String(), "success")
+		ch <- prometheus.MustNewConstMetric(c.operations, prometheus.CounterValue, float64(stats.Failed(op)), op.String(), "error")
+	}
+	ch <- prometheus.MustNewConstMetric(c.recoveries, prometheus.CounterValue, float64(stats.Recoveries.Load()))
+	ch <- prometheus.MustNewConstMetric(c.tracked, prometheus.GaugeValue, float64(c.store.Len()))
+	lsm, vlog := c.store.Size()
+	ch <- prometheus.MustNewConstMetric(c.sizeBy, prometheus.GaugeValue, float64(lsm), "lsm")
+	ch <- prometheus.MustNewConstMetric(c.sizeBy, prometheus.GaugeValue, float64(vlog), "vlog")
+}
+
+// Version is podslo's module version, from the build info.
+func Version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

@@ -1,0 +1,161 @@
+package exporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	podslocollectors "github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+// Start runs the exporter until ctx ends, then shuts down the HTTP server,
+// stops the informers and closes the store. It returns the first error that
+// stopped it early.
+func (o *Options) Start(ctx context.Context) error {
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	log := o.Logger
+
+	cfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create API client: %w", err)
+	}
+
+	if o.StateDir == store.InMemory {
+		log.Warn("State is kept in memory only: a restart forgets what was observed and may count it again", "stateDir", o.StateDir)
+	}
+	st, err := store.Open(store.Options{Dir: o.StateDir, Logger: log.With("component", "store")})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("Closing state failed", "err", err)
+		}
+	}()
+
+	histogramLabels, _ := ParseHistogramLabels(o.HistogramLabels) // validated above
+	labels := podslocollectors.Labels{Pod: o.PodLabels}
+	for _, h := range histogramLabels {
+		labels.Histogram = append(labels.Histogram, h.Name)
+	}
+	events := podslocollectors.NewInformerEvents()
+	watcher, err := informers.New(client, st, informers.Options{
+		Lifecycle:       lifecycle.Config{SandboxConditionTypes: o.conditionTypes(), MaxObservationAge: o.MaxObservationAge},
+		PodLabels:       o.PodLabels,
+		HistogramLabels: histogramLabels,
+		OnEvent:         func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
+		Logger:          log.With("component", "informers"),
+	})
+	if err != nil {
+		return err
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(
+		podslocollectors.NewSandbox(st, labels, *o.PerPodMetrics, log),
+		podslocollectors.NewSkipped(st, log),
+		podslocollectors.NewSelf(st, podslocollectors.Version()),
+		events,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+
+	lis := o.listener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", o.ListenAddress); err != nil {
+			return fmt.Errorf("listen on %q: %w", o.ListenAddress, err)
+		}
+	}
+	srv := &http.Server{Handler: o.mux(reg, watcher), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("Serving metrics", "address", lis.Addr().String())
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return st.Start(gctx) })
+	g.Go(func() error { return watcher.Start(gctx) })
+	g.Go(func() error {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve on %s: %w", lis.Addr(), err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		// The parent context is already cancelled: shut down on a fresh one.
+		sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+		defer cancel()
+		return srv.Shutdown(sctx)
+	})
+	err = g.Wait()
+	log.Info("Exporter stopped", "err", err)
+	return err
+}
+
+func (o *Options) mux(reg *prometheus.Registry, watcher *informers.Watcher) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		EnableOpenMetrics: true,
+		// A malformed series must not cost the whole scrape.
+		ErrorHandling: promhttp.ContinueOnError,
+		ErrorLog:      promLogger{o},
+		Registry:      reg,
+	}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !watcher.Synced() {
+			http.Error(w, "informer caches not synced yet\n", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+type promLogger struct{ o *Options }
+
+func (l promLogger) Println(v ...any) {
+	l.o.Logger.Error("Serving metrics failed", "err", fmt.Sprint(v...))
+}
+
+// restConfig loads the kubeconfig, or the in-cluster configuration when
+// none is given, and asks for protobuf: it is several times cheaper to decode
+// than JSON for a cluster's worth of pods.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load API client configuration (kubeconfig %q): %w", kubeconfig, err)
+	}
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.UserAgent = "podslo/" + podslocollectors.Version()
+	return cfg, nil
+}

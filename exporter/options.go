@@ -1,0 +1,154 @@
+package exporter
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultListenAddress = ":8080"
+	DefaultStateDir      = "/var/lib/podslo"
+)
+
+// Options configures the exporter. The zero value of each field means its
+// documented default.
+type Options struct {
+	// Kubeconfig is the path of a kubeconfig file. Default: in-cluster
+	// configuration.
+	Kubeconfig string
+	// ListenAddress serves /metrics, /healthz and /readyz. Default
+	// DefaultListenAddress.
+	ListenAddress string
+	// StateDir holds the badger state. store.InMemory keeps it in memory and
+	// loses exactly-once across restarts. Default DefaultStateDir.
+	StateDir string
+	// PerPodMetrics exports the per-pod series. Default true.
+	PerPodMetrics *bool
+	// PodLabels are pod label keys copied onto per-pod series as
+	// label_<sanitized key>. Default none.
+	PodLabels []string
+	// HistogramLabels are NAME=label:KEY or NAME=annotation:KEY extra
+	// dimensions of the aggregated series. Default none.
+	HistogramLabels []string
+	// MaxObservationAge: a first event older than this when first seen is
+	// remembered but not observed. Default 1h.
+	MaxObservationAge time.Duration
+	// SandboxConditionTypes are the condition types that mark a ready
+	// sandbox, the first present wins. Default
+	// PodReadyToStartContainers,PodHasNetwork.
+	SandboxConditionTypes []string
+	// ShutdownTimeout bounds the HTTP server's graceful shutdown. Default 5s.
+	ShutdownTimeout time.Duration
+	// Logger receives all logs. Default: discard.
+	Logger *slog.Logger
+
+	// listener, when set by tests, replaces ListenAddress.
+	listener net.Listener
+}
+
+// Complete fills in the defaults.
+func (o *Options) Complete() {
+	if o.ListenAddress == "" {
+		o.ListenAddress = DefaultListenAddress
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir
+	}
+	if o.PerPodMetrics == nil {
+		t := true
+		o.PerPodMetrics = &t
+	}
+	if o.MaxObservationAge == 0 {
+		o.MaxObservationAge = lifecycle.DefaultMaxObservationAge
+	}
+	if len(o.SandboxConditionTypes) == 0 {
+		for _, t := range lifecycle.DefaultSandboxConditionTypes {
+			o.SandboxConditionTypes = append(o.SandboxConditionTypes, string(t))
+		}
+	}
+	if o.ShutdownTimeout == 0 {
+		o.ShutdownTimeout = 5 * time.Second
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Validate reports every invalid option at once, so an operator fixes them
+// in one go.
+func (o *Options) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
+		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
+	}
+	if o.MaxObservationAge < 0 {
+		errs = append(errs, fmt.Errorf("--max-observation-age must not be negative, got %s", o.MaxObservationAge))
+	}
+	for _, t := range o.SandboxConditionTypes {
+		if strings.TrimSpace(t) == "" {
+			errs = append(errs, errors.New("--sandbox-condition-types must not contain an empty type"))
+		}
+	}
+	names := map[string]string{}
+	for _, k := range o.PodLabels {
+		if k == "" {
+			errs = append(errs, errors.New("--pod-label must not be empty"))
+			continue
+		}
+		n := collectors.PodLabelName(k)
+		if prev, ok := names[n]; ok && prev != k {
+			errs = append(errs, fmt.Errorf("--pod-label %q and %q both become label %q", prev, k, n))
+		}
+		names[n] = k
+	}
+	hl, err := ParseHistogramLabels(o.HistogramLabels)
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		iopts := informers.Options{HistogramLabels: hl}
+		if err := iopts.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--histogram-label: %w", err))
+		}
+	}
+	if o.StateDir != "" {
+		sopts := store.Options{Dir: o.StateDir}
+		if err := sopts.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("--state-dir: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ParseHistogramLabels parses NAME=label:KEY and NAME=annotation:KEY.
+func ParseHistogramLabels(specs []string) ([]informers.HistogramLabel, error) {
+	out := make([]informers.HistogramLabel, 0, len(specs))
+	for _, s := range specs {
+		name, src, ok := strings.Cut(s, "=")
+		source, key, ok2 := strings.Cut(src, ":")
+		if !ok || !ok2 || name == "" || key == "" {
+			return nil, fmt.Errorf("--histogram-label %q: want NAME=label:KEY or NAME=annotation:KEY", s)
+		}
+		out = append(out, informers.HistogramLabel{Name: name, Source: informers.Source(source), Key: key})
+	}
+	return out, nil
+}
+
+func (o *Options) conditionTypes() []corev1.PodConditionType {
+	out := make([]corev1.PodConditionType, 0, len(o.SandboxConditionTypes))
+	for _, t := range o.SandboxConditionTypes {
+		out = append(out, corev1.PodConditionType(strings.TrimSpace(t)))
+	}
+	return out
+}

@@ -1,0 +1,105 @@
+package informers
+
+import (
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+)
+
+// Label values of runtime_class and storage_class.
+const (
+	// ClassNone: no runtimeClassName, or no PVC-backed volume.
+	ClassNone = "none"
+	// ClassUnknown: a PVC podslo cannot resolve to a StorageClass.
+	ClassUnknown = "unknown"
+)
+
+// RuntimeClass is the runtime_class label of a pod.
+func RuntimeClass(p *corev1.Pod) string {
+	if p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName == "" {
+		return ClassNone
+	}
+	return *p.Spec.RuntimeClassName
+}
+
+// classResolver maps a pod to its storage_class label value from the PVC and
+// StorageClass caches.
+type classResolver struct {
+	pvcs    corelisters.PersistentVolumeClaimLister
+	classes storagelisters.StorageClassLister
+}
+
+// StorageClass is the sorted, unique, comma-joined StorageClass names of the
+// pod's PVC and generic ephemeral volumes.
+func (r *classResolver) StorageClass(p *corev1.Pod) string {
+	var names []string
+	for i := range p.Spec.Volumes {
+		v := &p.Spec.Volumes[i]
+		switch {
+		case v.PersistentVolumeClaim != nil:
+			names = append(names, r.claimClass(p.Namespace, v.PersistentVolumeClaim.ClaimName, nil, false))
+		case v.Ephemeral != nil:
+			// The ephemeral volume controller names the claim <pod>-<volume>;
+			// before it exists, the template says what it will be.
+			var tpl *string
+			if t := v.Ephemeral.VolumeClaimTemplate; t != nil {
+				tpl = t.Spec.StorageClassName
+			}
+			names = append(names, r.claimClass(p.Namespace, p.Name+"-"+v.Name, tpl, true))
+		}
+	}
+	switch len(names) {
+	case 0:
+		return ClassNone
+	case 1:
+		return names[0]
+	}
+	slices.Sort(names)
+	return strings.Join(slices.Compact(names), ",")
+}
+
+func (r *classResolver) claimClass(namespace, claim string, template *string, ephemeral bool) string {
+	class := template
+	pvc, err := r.pvcs.PersistentVolumeClaims(namespace).Get(claim)
+	switch {
+	case err == nil:
+		class = pvc.Spec.StorageClassName
+	case !ephemeral:
+		return ClassUnknown
+	}
+	if class != nil && *class != "" {
+		return *class
+	}
+	// No class named: the DefaultStorageClass admission plugin, or the
+	// retroactive default assignment, gives such a claim the default class.
+	if d := r.defaultClass(); d != "" {
+		return d
+	}
+	return ClassUnknown
+}
+
+func (r *classResolver) defaultClass() string {
+	all, err := r.classes.List(everything)
+	if err != nil {
+		return ""
+	}
+	// With several defaults the API server picks the newest; do the same.
+	var best *storagev1.StorageClass
+	for _, sc := range all {
+		if sc.Annotations[defaultClassAnnotation] != "true" {
+			continue
+		}
+		if best == nil || sc.CreationTimestamp.After(best.CreationTimestamp.Time) ||
+			(sc.CreationTimestamp.Equal(&best.CreationTimestamp) && sc.Name < best.Name) {
+			best = sc
+		}
+	}
+	if best == nil {
+		return ""
+	}
+	return best.Name
+}
