@@ -1,0 +1,447 @@
+package exporter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// kubelet patches pod status the way the kubelet's status manager does: a
+// strategic merge patch on the status subresource, merged by condition type.
+func kubelet(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, conds ...corev1.PodCondition) {
+	t.Helper()
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	require.NoError(t, err)
+	_, err = c.CoreV1().Pods(pod.Namespace).Patch(context.Background(), pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+	require.NoError(t, err)
+}
+
+func condAt(typ corev1.PodConditionType, status corev1.ConditionStatus, at time.Time) corev1.PodCondition {
+	return corev1.PodCondition{Type: typ, Status: status, LastTransitionTime: metav1.NewTime(at)}
+}
+
+type podSpec struct {
+	name, team   string
+	runtimeClass string
+	claims       []string
+	ephemeral    map[string]string // volume name -> template class
+}
+
+func createPod(t *testing.T, c kubernetes.Interface, ns string, s podSpec) *corev1.Pod {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: ns, Labels: map[string]string{"team": s.team, "app.kubernetes.io/name": s.name}},
+		Spec: corev1.PodSpec{
+			NodeName:   "node-a",
+			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
+		},
+	}
+	if s.runtimeClass != "" {
+		pod.Spec.RuntimeClassName = &s.runtimeClass
+	}
+	for _, claim := range s.claims {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "v-" + claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+	}
+	for vol, class := range s.ephemeral {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: &class,
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: mustQuantity("1Gi")}},
+			}},
+		}}})
+	}
+	created, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return created
+}
+
+// fixtures creates what the class labels are resolved from: a RuntimeClass,
+// two StorageClasses (one default) and PVCs bound to pre-made PVs.
+func fixtures(t *testing.T, c kubernetes.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	for name, isDefault := range map[string]bool{"fast": true, "slow": false} {
+		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "csi.example.com"}
+		if isDefault {
+			sc.Annotations = map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}
+		}
+		_, err = c.StorageV1().StorageClasses().Create(ctx, sc, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	fast := "fast"
+	for _, claim := range []string{"data"} {
+		pv := &corev1.PersistentVolume{
+			ObjectMeta: metav1.ObjectMeta{Name: "pv-" + claim},
+			Spec: corev1.PersistentVolumeSpec{
+				StorageClassName:       fast,
+				Capacity:               corev1.ResourceList{corev1.ResourceStorage: mustQuantity("1Gi")},
+				AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				ClaimRef:               &corev1.ObjectReference{Namespace: ns, Name: claim},
+				PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "csi.example.com", VolumeHandle: claim}},
+			},
+		}
+		_, err = c.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{})
+		require.NoError(t, err)
+		pvc := &corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: ns},
+			Spec: corev1.PersistentVolumeClaimSpec{
+				StorageClassName: &fast,
+				VolumeName:       pv.Name,
+				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: mustQuantity("1Gi")}},
+			},
+		}
+		created, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{})
+		require.NoError(t, err)
+		created.Status.Phase = corev1.ClaimBound
+		_, err = c.CoreV1().PersistentVolumeClaims(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{})
+		require.NoError(t, err)
+	}
+}
+
+// startExporter runs the exporter in this process until the test ends.
+func startExporter(t *testing.T, opts Options) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	opts.listener = lis
+	opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- opts.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "exporter stopped with an error")
+		case <-time.After(30 * time.Second):
+			t.Error("exporter did not stop within 30s of cancel")
+		}
+	})
+	url := "http://" + lis.Addr().String()
+	waitReady(t, url)
+	return url
+}
+
+func waitReady(t *testing.T, url string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 20*time.Millisecond, "exporter never became ready")
+}
+
+// testWriter sends logs to t.Log, so that they show only for failing tests.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// eventuallyMetrics polls /metrics until the named families equal want.
+func eventuallyMetrics(t *testing.T, url, want string, names ...string) {
+	t.Helper()
+	var last error
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if last = testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(want), names...); last == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("metrics never matched: %v", last)
+}
+
+var kubeletBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+
+// histogramText renders the exposition of one classic histogram series from
+// its raw observations, independently of the code under test.
+func histogramText(name, labels string, values ...float64) string {
+	var b strings.Builder
+	sum := 0.0
+	for _, v := range values {
+		sum += v
+	}
+	for _, le := range kubeletBuckets {
+		n := 0
+		for _, v := range values {
+			if v <= le {
+				n++
+			}
+		}
+		fmt.Fprintf(&b, "%s_bucket{%s,le=\"%g\"} %d\n", name, labels, le, n)
+	}
+	fmt.Fprintf(&b, "%s_bucket{%s,le=\"+Inf\"} %d\n%s_sum{%s} %g\n%s_count{%s} %d\n", name, labels, len(values), name, labels, sum, name, labels, len(values))
+	return b.String()
+}
+
+func TestSandboxCreationOnRealAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	c := env.Client
+	const ns = "slo"
+	fixtures(t, c, ns)
+	url := startExporter(t, Options{
+		Kubeconfig:      env.Kubeconfig,
+		StateDir:        t.TempDir(),
+		PodLabels:       []string{"app.kubernetes.io/name"},
+		HistogramLabels: []string{"team=label:team"},
+	})
+
+	base := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
+	sched := func(at time.Time) corev1.PodCondition { return condAt(corev1.PodScheduled, corev1.ConditionTrue, at) }
+	ready := func(status corev1.ConditionStatus, at time.Time) corev1.PodCondition {
+		return condAt(corev1.PodReadyToStartContainers, status, at)
+	}
+	uids := map[string]types.UID{}
+	pod := func(s podSpec) *corev1.Pod {
+		p := createPod(t, c, ns, s)
+		uids[s.name] = p.UID
+		return p
+	}
+
+	plain := pod(podSpec{name: "plain", team: "a"})
+	kubelet(t, c, plain, sched(base), ready(corev1.ConditionFalse, base.Add(time.Second)))
+	kubelet(t, c, plain, ready(corev1.ConditionTrue, base.Add(3*time.Second)))
+
+	withPVCs := pod(podSpec{name: "kata-pvc", team: "b", runtimeClass: "kata", claims: []string{"data"}, ephemeral: map[string]string{"scratch": "slow"}})
+	kubelet(t, c, withPVCs, sched(base), ready(corev1.ConditionTrue, base.Add(10*time.Second)))
+
+	missing := pod(podSpec{name: "kata-missing", team: "b", runtimeClass: "kata", claims: []string{"nope"}})
+	kubelet(t, c, missing, sched(base), ready(corev1.ConditionTrue, base.Add(5*time.Second)))
+
+	crashy := pod(podSpec{name: "crashy", team: "a"})
+	kubelet(t, c, crashy, sched(base), ready(corev1.ConditionTrue, base.Add(2*time.Second)))
+
+	legacy := pod(podSpec{name: "legacy", team: "a"})
+	kubelet(t, c, legacy, sched(base), condAt("PodHasNetwork", corev1.ConditionTrue, base.Add(4*time.Second)))
+
+	skewed := pod(podSpec{name: "skewed", team: "a"})
+	kubelet(t, c, skewed, sched(base), ready(corev1.ConditionTrue, base.Add(-2*time.Second)))
+
+	ancient := pod(podSpec{name: "ancient", team: "a"})
+	kubelet(t, c, ancient, sched(base.Add(-3*time.Hour)), ready(corev1.ConditionTrue, base.Add(-3*time.Hour+time.Second)))
+
+	unscheduled := pod(podSpec{name: "unscheduled", team: "a"})
+	kubelet(t, c, unscheduled, ready(corev1.ConditionTrue, base.Add(time.Second)))
+
+	never := pod(podSpec{name: "never", team: "a"})
+	kubelet(t, c, never, sched(base), ready(corev1.ConditionFalse, base.Add(time.Second)))
+
+	// Wait for the first readiness of crashy to be recorded before its
+	// sandbox is lost and re-created, as a node crash would do.
+	// Labels in the sorted order the comparison expects.
+	perPod := func(name, runtimeClass, storageClass string) string {
+		return fmt.Sprintf(`label_app_kubernetes_io_name=%q,namespace="slo",node="node-a",pod=%q,runtime_class=%q,storage_class=%q,uid=%q`,
+			name, name, runtimeClass, storageClass, uids[name])
+	}
+	eventuallyValue(t, url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "crashy"}, 2)
+	kubelet(t, c, crashy, ready(corev1.ConditionFalse, base.Add(60*time.Second)))
+	kubelet(t, c, crashy, ready(corev1.ConditionTrue, base.Add(65*time.Second)))
+
+	const name = "podslo_sandbox_creation_duration_seconds"
+	eventuallyMetrics(t, url, `
+# HELP `+name+` Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.
+# TYPE `+name+` histogram
+`+histogramText(name, `runtime_class="none",storage_class="none",team="a"`, 3, 2, 4)+
+		histogramText(name, `runtime_class="kata",storage_class="fast,slow",team="b"`, 10)+
+		histogramText(name, `runtime_class="kata",storage_class="unknown",team="b"`, 5)+`
+# HELP podslo_sandbox_recreations_total Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.
+# TYPE podslo_sandbox_recreations_total counter
+podslo_sandbox_recreations_total{runtime_class="none",storage_class="none",team="a"} 1
+# HELP podslo_observations_skipped_total Observations not made, by SLI and reason (too_old, negative_duration, no_scheduled_condition, invalid_condition). Each pod counts at most once per SLI and reason.
+# TYPE podslo_observations_skipped_total counter
+podslo_observations_skipped_total{reason="negative_duration",sli="sandbox_creation"} 1
+podslo_observations_skipped_total{reason="no_scheduled_condition",sli="sandbox_creation"} 1
+podslo_observations_skipped_total{reason="too_old",sli="sandbox_creation"} 1
+`, name, "podslo_sandbox_recreations_total", "podslo_observations_skipped_total")
+
+	perPodWant := fmt.Sprintf(`
+# HELP podslo_pod_sandbox_creation_seconds Per pod: time from PodScheduled to the first sandbox readiness.
+# TYPE podslo_pod_sandbox_creation_seconds gauge
+podslo_pod_sandbox_creation_seconds{%[1]s} 3
+podslo_pod_sandbox_creation_seconds{%[2]s} 10
+podslo_pod_sandbox_creation_seconds{%[3]s} 5
+podslo_pod_sandbox_creation_seconds{%[4]s} 2
+podslo_pod_sandbox_creation_seconds{%[5]s} 4
+podslo_pod_sandbox_creation_seconds{%[6]s} 1
+# HELP podslo_pod_sandbox_recreations_total Per pod: sandbox re-creations after the first sandbox became ready.
+# TYPE podslo_pod_sandbox_recreations_total counter
+podslo_pod_sandbox_recreations_total{%[1]s} 0
+podslo_pod_sandbox_recreations_total{%[2]s} 0
+podslo_pod_sandbox_recreations_total{%[3]s} 0
+podslo_pod_sandbox_recreations_total{%[4]s} 1
+podslo_pod_sandbox_recreations_total{%[5]s} 0
+podslo_pod_sandbox_recreations_total{%[6]s} 0
+podslo_pod_sandbox_recreations_total{%[7]s} 0
+podslo_pod_sandbox_recreations_total{%[8]s} 0
+`, perPod("plain", "none", "none"), perPod("kata-pvc", "kata", "fast,slow"), perPod("kata-missing", "kata", "unknown"), perPod("crashy", "none", "none"),
+		perPod("legacy", "none", "none"), perPod("ancient", "none", "none"), perPod("skewed", "none", "none"), perPod("unscheduled", "none", "none"))
+	eventuallyMetrics(t, url, perPodWant, "podslo_pod_sandbox_creation_seconds", "podslo_pod_sandbox_recreations_total")
+
+	t.Run("native histogram over protobuf", func(t *testing.T) {
+		fam := scrapeProto(t, url, name)
+		h := series(t, fam, map[string]string{"runtime_class": "none", "storage_class": "none", "team": "a"}).GetHistogram()
+		assert.Equal(t, int32(3), h.GetSchema(), "factor 1.1 is schema 3")
+		// 2s, 3s and 4s are native buckets 8, 13 and 16 at schema 3.
+		assert.Equal(t, map[int32]int64{8: 1, 13: 1, 16: 1}, nativeBuckets(h))
+		assert.Equal(t, uint64(3), h.GetSampleCount())
+		assert.Len(t, h.GetBucket(), len(kubeletBuckets), "classic buckets ride along")
+		assert.Len(t, h.GetExemplars(), 3, "one exemplar per observed pod")
+	})
+
+	t.Run("exemplars name the pod in OpenMetrics", func(t *testing.T) {
+		body := scrapeText(t, url, "application/openmetrics-text; version=1.0.0")
+		assert.Regexp(t, regexp.MustCompile(`podslo_sandbox_creation_duration_seconds_bucket\{runtime_class="kata",storage_class="fast,slow",team="b",le="10.0"\} 1 # \{namespace="slo",pod="kata-pvc"\} 10.0 \d`), body)
+	})
+
+	t.Run("a deleted pod's series disappear", func(t *testing.T) {
+		zero := int64(0)
+		require.NoError(t, c.CoreV1().Pods(ns).Delete(context.Background(), "plain", metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+		without := strings.ReplaceAll(perPodWant, fmt.Sprintf("podslo_pod_sandbox_creation_seconds{%s} 3\n", perPod("plain", "none", "none")), "")
+		without = strings.ReplaceAll(without, fmt.Sprintf("podslo_pod_sandbox_recreations_total{%s} 0\n", perPod("plain", "none", "none")), "")
+		require.NotEqual(t, perPodWant, without)
+		eventuallyMetrics(t, url, without, "podslo_pod_sandbox_creation_seconds", "podslo_pod_sandbox_recreations_total")
+		// The aggregate keeps the deleted pod's observation.
+		fam := scrapeProto(t, url, name)
+		assert.Equal(t, uint64(3), series(t, fam, map[string]string{"runtime_class": "none", "storage_class": "none", "team": "a"}).GetHistogram().GetSampleCount())
+	})
+
+	t.Run("health endpoints", func(t *testing.T) {
+		for _, path := range []string{"/healthz", "/readyz"} {
+			resp, err := http.Get(url + path)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, http.StatusOK, resp.StatusCode, path)
+		}
+	})
+}
+
+// eventuallyValue polls /metrics until the first series of family with the
+// given labels has value v.
+func eventuallyValue(t *testing.T, url, family string, labels map[string]string, v float64) {
+	t.Helper()
+	var last string
+	require.Eventually(t, func() bool {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
+		if err != nil || fams[family] == nil {
+			last = fmt.Sprint(err)
+			return false
+		}
+		for _, m := range fams[family].GetMetric() {
+			if hasLabels(m, labels) {
+				last = m.String()
+				return m.GetGauge().GetValue() == v || m.GetCounter().GetValue() == v
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond, "no %s%v = %v (last: %s)", family, labels, v, last)
+}
+
+func hasLabels(m *dto.Metric, labels map[string]string) bool {
+	got := map[string]string{}
+	for _, l := range m.GetLabel() {
+		got[l.GetName()] = l.GetValue()
+	}
+	for k, v := range labels {
+		if got[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+func scrapeText(t *testing.T, url, accept string) string {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", accept)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(body)
+}
+
+func scrapeProto(t *testing.T, url, family string) *dto.MetricFamily {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept", `application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited`)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	dec := expfmt.NewDecoder(resp.Body, expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			t.Fatalf("family %s not in protobuf scrape: %v", family, err)
+		}
+		if mf.GetName() == family {
+			return &mf
+		}
+	}
+}
+
+func series(t *testing.T, mf *dto.MetricFamily, labels map[string]string) *dto.Metric {
+	t.Helper()
+	for _, m := range mf.GetMetric() {
+		if hasLabels(m, labels) {
+			return m
+		}
+	}
+	t.Fatalf("no %s series with labels %v", mf.GetName(), labels)
+	return nil
+}
+
+// nativeBuckets expands spans and deltas into absolute bucket counts.
+func nativeBuckets(h *dto.Histogram) map[int32]int64 {
+	out := map[int32]int64{}
+	idx, count, d := int32(0), int64(0), 0
+	for _, span := range h.GetPositiveSpan() {
+		idx += span.GetOffset()
+		for i := uint32(0); i < span.GetLength(); i++ {
+			count += h.GetPositiveDelta()[d]
+			d++
+			if count != 0 {
+				out[idx] = count
+			}
+			idx++
+		}
+	}
+	return out
+}

@@ -1,0 +1,124 @@
+// Package testenv starts a real etcd and kube-apiserver, built from the Go
+// module proxy by `make testbin`, for tests that cross the API.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"testing"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Env is a running control plane.
+type Env struct {
+	Config     *rest.Config
+	Client     kubernetes.Interface
+	Kubeconfig string
+}
+
+// repoRoot is the module root, found from this file's location.
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// KubernetesVersion is the k8s.io/kubernetes version hack/tools pins.
+func KubernetesVersion() (string, error) {
+	mod, err := os.ReadFile(filepath.Join(repoRoot(), "hack", "tools", "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	m := kubernetesRequire.FindSubmatch(mod)
+	if m == nil {
+		return "", fmt.Errorf("k8s.io/kubernetes not required in hack/tools/go.mod")
+	}
+	return string(m[1]), nil
+}
+
+var kubernetesRequire = regexp.MustCompile(`(?m)^\s*(?:require\s+)?k8s\.io/kubernetes\s+(v\S+)`)
+
+// BinDir is where `make testbin` puts the binaries: $PODSLO_TESTBIN, or
+// $XDG_CACHE_HOME/podslo/testbin/<version> (~/.cache by default).
+func BinDir() (string, error) {
+	if d := os.Getenv("PODSLO_TESTBIN"); d != "" {
+		return d, nil
+	}
+	v, err := KubernetesVersion()
+	if err != nil {
+		return "", err
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(cache, "podslo", "testbin", v), nil
+}
+
+// Start starts etcd and kube-apiserver and stops them in t.Cleanup, also
+// when the test fails. A missing binary fails the test: CI must never pass
+// by skipping the real server. `go test -short` skips instead, on purpose.
+func Start(t testing.TB) *Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("integration test: needs etcd and kube-apiserver (run without -short)")
+	}
+	dir, err := BinDir()
+	if err != nil {
+		t.Fatalf("find test binaries: %v", err)
+	}
+	for _, bin := range []string{"etcd", "kube-apiserver"} {
+		if _, err := os.Stat(filepath.Join(dir, bin)); err != nil {
+			t.Fatalf("test binary %s missing in %s (run `make testbin`): %v", bin, dir, err)
+		}
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	cfg, err := env.Start()
+	if err != nil {
+		t.Fatalf("start kube-apiserver and etcd from %s: %v", dir, err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Errorf("stop control plane: %v", err)
+		}
+	})
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatalf("client: %v", err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
+		t.Fatalf("write kubeconfig: %v", err)
+	}
+	return &Env{Config: cfg, Client: client, Kubeconfig: kubeconfig}
+}
+
+func writeKubeconfig(cfg *rest.Config, path string) error {
+	c := clientcmdapi.NewConfig()
+	c.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	c.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	c.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
+	c.CurrentContext = "envtest"
+	return clientcmd.WriteToFile(*c, path)
+}
+
+// PodsloBinary builds the podslo command into a temporary directory, for
+// tests that must run it as a separate process (to kill it, say).
+func PodsloBinary(t testing.TB) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "podslo")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	cmd.Dir = repoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build podslo: %v\n%s", err, out)
+	}
+	return bin
+}
