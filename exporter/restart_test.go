@@ -1,0 +1,144 @@
+package exporter
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// process is one podslo exporter run as a separate process.
+type process struct {
+	cmd  *exec.Cmd
+	url  string
+	done chan struct{}
+}
+
+// startProcess runs `podslo exporter` and returns once it serves; t.Cleanup
+// kills it, also when the test fails.
+func startProcess(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"exporter", "--listen-address", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	var (
+		mu   sync.Mutex
+		logs bytes.Buffer
+	)
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			mu.Lock()
+			logs.WriteString(sc.Text() + "\n")
+			mu.Unlock()
+			var line struct{ Msg, Address string }
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "Serving metrics" {
+				addr <- line.Address
+			}
+		}
+		_ = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("exporter pid %d logs:\n%s", cmd.Process.Pid, logs.String())
+			mu.Unlock()
+		}
+	})
+	select {
+	case a := <-addr:
+		p.url = "http://" + a
+	case <-p.done:
+		t.Fatal("exporter exited before serving")
+	case <-time.After(30 * time.Second):
+		t.Fatal("exporter did not serve within 30s")
+	}
+	waitReady(t, p.url)
+	return p
+}
+
+func (p *process) kill(t *testing.T) {
+	t.Helper()
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
+	<-p.done
+}
+
+// TestRestartAfterSIGKILL kills the exporter without warning and starts it
+// again on the same state: what was observed is not observed again, and
+// what happened meanwhile is observed once.
+func TestRestartAfterSIGKILL(t *testing.T) {
+	env := testenv.Start(t)
+	bin := testenv.PodsloBinary(t)
+	state := t.TempDir()
+	c := env.Client
+	ctx := context.Background()
+	const ns = "restart"
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	base := time.Now().Add(-5 * time.Minute).Truncate(time.Second)
+	startPod := func(name string, readyAfter time.Duration) *corev1.Pod {
+		p := createPod(t, c, ns, podSpec{name: name, team: "a"})
+		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(readyAfter)))
+		return p
+	}
+
+	first := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	a := startPod("a", 1*time.Second)
+	startPod("b", 2*time.Second)
+	startPod("d", 3*time.Second)
+	const name = "podslo_sandbox_creation_duration_seconds"
+	header := "# HELP " + name + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + name + " histogram\n"
+	eventuallyMetrics(t, first.url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 1, 2, 3), name)
+	first.kill(t)
+
+	// While podslo is down: a new pod starts, a's sandbox is lost and
+	// re-created (podslo never sees the False), and d is deleted.
+	c2 := startPod("c", 7*time.Second)
+	kubelet(t, c, a, condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(4*time.Minute)))
+	zero := int64(0)
+	require.NoError(t, c.CoreV1().Pods(ns).Delete(ctx, "d", metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+
+	want := header + histogramText(name, `runtime_class="none",storage_class="none"`, 1, 2, 3, 7) + `
+# HELP podslo_sandbox_recreations_total Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.
+# TYPE podslo_sandbox_recreations_total counter
+podslo_sandbox_recreations_total{runtime_class="none",storage_class="none"} 1
+# HELP podslo_store_tracked_pods Pods whose lifecycle state the store holds.
+# TYPE podslo_store_tracked_pods gauge
+podslo_store_tracked_pods 3
+`
+	names := []string{name, "podslo_sandbox_recreations_total", "podslo_store_tracked_pods"}
+	for run := 2; run <= 3; run++ {
+		t.Run(fmt.Sprintf("run %d", run), func(t *testing.T) {
+			p := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+			// Ready means every live pod was handled and state of deleted
+			// ones dropped: the result must be exact now, not eventually.
+			require.NoError(t, testutil.ScrapeAndCompare(p.url+"/metrics", strings.NewReader(want), names...))
+			perPod := scrapeText(t, p.url, "text/plain")
+			require.Contains(t, perPod, fmt.Sprintf(`uid=%q`, c2.UID))
+			require.NotContains(t, perPod, `pod="d"`, "a pod deleted while podslo was down has no series")
+			// The next run starts from this one's state, killed again.
+			p.kill(t)
+		})
+	}
+}
