@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"io"
 
 	"github.com/spf13/cobra"
@@ -9,7 +10,7 @@ import (
 	"github.com/podslo/podslo/lifecycle"
 )
 
-func newExporterCommand(stderr io.Writer) *cobra.Command {
+func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Options) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exporter",
 		Short: "Export pod lifecycle SLIs from the cluster's pods to Prometheus",
@@ -35,7 +36,7 @@ func newExporterCommand(stderr io.Writer) *cobra.Command {
 			return err
 		}
 		perPod := c.v.GetBool("per-pod-metrics")
-		opts := exporter.Options{
+		opts := &exporter.Options{
 			Kubeconfig:            c.v.GetString("kubeconfig"),
 			ListenAddress:         c.v.GetString("listen-address"),
 			StateDir:              c.v.GetString("state-dir"),
@@ -46,7 +47,11 @@ func newExporterCommand(stderr io.Writer) *cobra.Command {
 			SandboxConditionTypes: c.list("sandbox-condition-types"),
 			Logger:                log,
 		}
-		return opts.Start(cmd.Context())
+		opts.Complete()
+		if err := opts.Validate(); err != nil {
+			return err
+		}
+		return run(cmd.Context(), opts)
 	}
 	return cmd
 }

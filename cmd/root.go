@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,10 +13,17 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/exporter"
 )
 
 // NewRoot returns the podslo command with its subcommands.
 func NewRoot(stderr io.Writer) *cobra.Command {
+	return newRoot(stderr, func(ctx context.Context, o *exporter.Options) error { return o.Start(ctx) })
+}
+
+// newRoot takes what each subcommand runs, so tests can see the merged
+// options without starting anything.
+func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Options) error) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "podslo",
 		Short:         "Service level indicators for Kubernetes pod start-up and tear-down",
@@ -24,7 +32,7 @@ func NewRoot(stderr io.Writer) *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetErr(stderr)
-	root.AddCommand(newExporterCommand(stderr))
+	root.AddCommand(newExporterCommand(stderr, runExporter))
 	return root
 }
 

@@ -1,0 +1,108 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/podslo/podslo/exporter"
+)
+
+var errNotRun = errors.New("captured, not run")
+
+// parse runs `podslo args...` and returns the exporter options it would
+// start with.
+func parse(t *testing.T, args ...string) (*exporter.Options, error) {
+	t.Helper()
+	var got *exporter.Options
+	root := newRoot(&bytes.Buffer{}, func(_ context.Context, o *exporter.Options) error {
+		got = o
+		return errNotRun
+	})
+	root.SetArgs(args)
+	root.SetOut(&bytes.Buffer{})
+	err := root.ExecuteContext(context.Background())
+	if errors.Is(err, errNotRun) {
+		err = nil
+	}
+	return got, err
+}
+
+func TestDefaults(t *testing.T) {
+	o, err := parse(t, "exporter")
+	require.NoError(t, err)
+	assert.Equal(t, ":8080", o.ListenAddress)
+	assert.Equal(t, "/var/lib/podslo", o.StateDir)
+	assert.True(t, *o.PerPodMetrics)
+	assert.Empty(t, o.PodLabels)
+	assert.Empty(t, o.HistogramLabels)
+	assert.Equal(t, time.Hour, o.MaxObservationAge)
+	assert.Equal(t, []string{"PodReadyToStartContainers", "PodHasNetwork"}, o.SandboxConditionTypes)
+	assert.Empty(t, o.Kubeconfig)
+}
+
+func TestConfigFile(t *testing.T) {
+	o, err := parse(t, "exporter", "--config", "testdata/valid.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9100", o.ListenAddress)
+	assert.Equal(t, "/tmp/podslo-state", o.StateDir)
+	assert.False(t, *o.PerPodMetrics)
+	assert.Equal(t, []string{"app", "team"}, o.PodLabels)
+	assert.Equal(t, []string{"tier=annotation:example.com/tier"}, o.HistogramLabels)
+	assert.Equal(t, 30*time.Minute, o.MaxObservationAge)
+	assert.Equal(t, []string{"PodHasNetwork"}, o.SandboxConditionTypes)
+}
+
+// TestPrecedence: a flag beats the environment, which beats the file.
+func TestPrecedence(t *testing.T) {
+	t.Setenv("PODSLO_LISTEN_ADDRESS", "127.0.0.1:9200")
+	t.Setenv("PODSLO_STATE_DIR", ":memory:")
+	t.Setenv("PODSLO_POD_LABEL", "app,tier")
+	t.Setenv("PODSLO_PER_POD_METRICS", "true")
+	o, err := parse(t, "exporter", "--config", "testdata/valid.yaml", "--listen-address", "127.0.0.1:9300")
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:9300", o.ListenAddress, "flag")
+	assert.Equal(t, ":memory:", o.StateDir, "env beats file")
+	assert.Equal(t, []string{"app", "tier"}, o.PodLabels, "env lists are comma-separated")
+	assert.True(t, *o.PerPodMetrics, "env beats file")
+	assert.Equal(t, 30*time.Minute, o.MaxObservationAge, "file")
+}
+
+func TestRepeatableFlags(t *testing.T) {
+	o, err := parse(t, "exporter", "--pod-label", "app", "--pod-label", "team", "--histogram-label", "a=label:x", "--histogram-label", "b=annotation:y")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"app", "team"}, o.PodLabels)
+	assert.Equal(t, []string{"a=label:x", "b=annotation:y"}, o.HistogramLabels)
+}
+
+// TestInvalidConfigs: each testdata/invalid-*.yaml sits next to the exact
+// error it must produce, in invalid-*.err.
+func TestInvalidConfigs(t *testing.T) {
+	files, err := filepath.Glob("testdata/invalid-*.yaml")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			want, err := os.ReadFile(strings.TrimSuffix(f, ".yaml") + ".err")
+			require.NoError(t, err, "every invalid fixture needs its .err")
+			_, err = parse(t, "exporter", "--config", f)
+			require.Error(t, err)
+			assert.Equal(t, strings.TrimSpace(string(want)), err.Error())
+		})
+	}
+}
+
+func TestBadLogFlags(t *testing.T) {
+	_, err := parse(t, "exporter", "--log-format", "xml")
+	assert.EqualError(t, err, `--log-format "xml": want text or json`)
+	_, err = parse(t, "exporter", "--log-level", "loud")
+	assert.ErrorContains(t, err, "--log-level")
+}

@@ -1,0 +1,222 @@
+package collectors
+
+import (
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+var discard = slog.New(slog.DiscardHandler)
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := store.Open(store.Options{Dir: store.InMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+var labels = Labels{Pod: []string{"app.kubernetes.io/name"}, Histogram: []string{"team"}}
+
+func populate(t *testing.T, s *store.Store) {
+	t.Helper()
+	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram)
+	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram)
+	meta := func(name, rc, sc string) *store.PodMeta {
+		return &store.PodMeta{Namespace: "ns", Name: name, Node: "n1", RuntimeClass: rc, StorageClass: sc, PodLabels: []string{name}, HistogramLabels: []string{"a"}}
+	}
+	require.NoError(t, s.Apply(store.Change{
+		UID: "u1", Meta: meta("p1", "runc", "none"),
+		State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 200, SandboxCreation: 3, HasSandboxCreation: true, Recreations: 1},
+		Observe: []store.Sample{{Family: creation, Labels: []string{"runc", "none", "a"}, Value: 3}},
+		Add:     []store.Sample{{Family: recreations, Labels: []string{"runc", "none", "a"}, Value: 1}},
+	}))
+	require.NoError(t, s.Apply(store.Change{
+		UID: "u2", Meta: meta("p2", "kata", "fast,slow"),
+		State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: 12, HasSandboxCreation: true},
+		Observe: []store.Sample{{Family: creation, Labels: []string{"kata", "fast,slow", "a"}, Value: 12}},
+	}))
+	// Skipped as negative: first readiness known, no latency.
+	require.NoError(t, s.Apply(store.Change{
+		UID: "u3", Meta: meta("p3", "runc", "none"),
+		State: lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100},
+		Add:   []store.Sample{{Family: lifecycle.FamilySkipped, Labels: []string{"sandbox_creation", "negative_duration"}, Value: 1}},
+	}))
+	// Not ready yet: no per-pod series.
+	require.NoError(t, s.Apply(store.Change{UID: "u4", Meta: meta("p4", "runc", "none")}))
+	// Persisted under another --histogram-label set: never exposed.
+	require.NoError(t, s.Apply(store.Change{
+		UID: "u5", Meta: meta("p5", "runc", "none"), State: lifecycle.State{FirstSandboxReady: 1},
+		Observe: []store.Sample{{Family: lifecycle.FamilyID(lifecycle.FamilySandboxCreation, []string{"tier"}), Labels: []string{"runc", "none", "gold"}, Value: 1}},
+	}))
+}
+
+func TestSandboxCollector(t *testing.T) {
+	s := newStore(t)
+	populate(t, s)
+	c := NewSandbox(s, labels, true, discard)
+	perPod := func(uid, name, rc, sc string) string {
+		return `label_app_kubernetes_io_name="` + name + `",namespace="ns",node="n1",pod="` + name + `",runtime_class="` + rc + `",storage_class="` + sc + `",uid="` + uid + `"`
+	}
+	want := `
+# HELP podslo_pod_sandbox_creation_seconds Per pod: time from PodScheduled to the first sandbox readiness.
+# TYPE podslo_pod_sandbox_creation_seconds gauge
+podslo_pod_sandbox_creation_seconds{` + perPod("u1", "p1", "runc", "none") + `} 3
+podslo_pod_sandbox_creation_seconds{` + perPod("u2", "p2", "kata", "fast,slow") + `} 12
+# HELP podslo_pod_sandbox_recreations_total Per pod: sandbox re-creations after the first sandbox became ready.
+# TYPE podslo_pod_sandbox_recreations_total counter
+podslo_pod_sandbox_recreations_total{` + perPod("u1", "p1", "runc", "none") + `} 1
+podslo_pod_sandbox_recreations_total{` + perPod("u2", "p2", "kata", "fast,slow") + `} 0
+podslo_pod_sandbox_recreations_total{` + perPod("u3", "p3", "runc", "none") + `} 0
+podslo_pod_sandbox_recreations_total{` + perPod("u5", "p5", "runc", "none") + `} 0
+# HELP podslo_sandbox_creation_duration_seconds Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.
+# TYPE podslo_sandbox_creation_duration_seconds histogram
+` + bucketLines(`runtime_class="kata",storage_class="fast,slow",team="a"`, 12) + bucketLines(`runtime_class="runc",storage_class="none",team="a"`, 3) + `
+# HELP podslo_sandbox_recreations_total Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.
+# TYPE podslo_sandbox_recreations_total counter
+podslo_sandbox_recreations_total{runtime_class="runc",storage_class="none",team="a"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
+
+	t.Run("per-pod series off", func(t *testing.T) {
+		c := NewSandbox(s, labels, false, discard)
+		assert.Equal(t, 3, testutil.CollectAndCount(c), "two histograms and one counter")
+		assert.Zero(t, testutil.CollectAndCount(c, "podslo_pod_sandbox_creation_seconds", "podslo_pod_sandbox_recreations_total"))
+	})
+}
+
+// bucketLines is the classic exposition of one observation v.
+func bucketLines(labels string, v float64) string {
+	var b strings.Builder
+	for _, le := range store.KubeletStartupBuckets {
+		n := 0
+		if v <= le {
+			n = 1
+		}
+		b.WriteString("podslo_sandbox_creation_duration_seconds_bucket{" + labels + `,le="` + fmtFloat(le) + `"} ` + itoa(n) + "\n")
+	}
+	b.WriteString("podslo_sandbox_creation_duration_seconds_bucket{" + labels + `,le="+Inf"} 1` + "\n")
+	b.WriteString("podslo_sandbox_creation_duration_seconds_sum{" + labels + "} " + fmtFloat(v) + "\n")
+	b.WriteString("podslo_sandbox_creation_duration_seconds_count{" + labels + "} 1\n")
+	return b.String()
+}
+
+func TestSkippedCollector(t *testing.T) {
+	s := newStore(t)
+	populate(t, s)
+	want := `
+# HELP podslo_observations_skipped_total Observations not made, by SLI and reason (too_old, negative_duration, no_scheduled_condition, invalid_condition). Each pod counts at most once per SLI and reason.
+# TYPE podslo_observations_skipped_total counter
+podslo_observations_skipped_total{reason="negative_duration",sli="sandbox_creation"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(NewSkipped(s, discard), strings.NewReader(want)))
+}
+
+// TestNativeLayoutMatchesClientGolang observes the same values into a live
+// client_golang histogram and into the store, and compares what each
+// exposes: schema, zero bucket, spans and deltas must be identical.
+func TestNativeLayoutMatchesClientGolang(t *testing.T) {
+	values := []float64{0, 1, 2, 2, 3, 5, 8, 13, 21, 60, 61, 300, 3599, 4000}
+	live := prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "x", Help: "x", Buckets: store.KubeletStartupBuckets,
+		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160,
+		NativeHistogramMinResetDuration: time.Hour,
+	})
+	s := newStore(t)
+	for i, v := range values {
+		live.Observe(v)
+		require.NoError(t, s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: int64(i + 1)},
+			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: v}}}))
+	}
+	var want dto.Metric
+	require.NoError(t, live.Write(&want))
+	got := collectOne(t, NewSandbox(s, Labels{}, false, discard), "podslo_sandbox_creation_duration_seconds")
+
+	w, g := want.GetHistogram(), got.GetHistogram()
+	assert.Equal(t, w.GetSchema(), g.GetSchema())
+	assert.Equal(t, w.GetZeroCount(), g.GetZeroCount())
+	assert.Equal(t, w.GetZeroThreshold(), g.GetZeroThreshold())
+	assert.Equal(t, w.GetPositiveSpan(), g.GetPositiveSpan())
+	assert.Equal(t, w.GetPositiveDelta(), g.GetPositiveDelta())
+	assert.Equal(t, w.GetSampleCount(), g.GetSampleCount())
+	assert.Equal(t, w.GetSampleSum(), g.GetSampleSum())
+	for i := range w.GetBucket() {
+		assert.Equal(t, w.GetBucket()[i].GetCumulativeCount(), g.GetBucket()[i].GetCumulativeCount(), "classic bucket le=%v", w.GetBucket()[i].GetUpperBound())
+	}
+}
+
+func TestExemplarsNameThePod(t *testing.T) {
+	s := newStore(t)
+	at := time.Unix(1700000000, 0)
+	long := strings.Repeat("p", 253)
+	for i, e := range []store.Exemplar{{Namespace: "ns", Pod: "fast", Value: 2, Time: at}, {Namespace: "ns", Pod: long, Value: 5000, Time: at}} {
+		require.NoError(t, s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: 1},
+			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: e.Value, Exemplar: &e}}}))
+	}
+	h := collectOne(t, NewSandbox(s, Labels{}, false, discard), "podslo_sandbox_creation_duration_seconds").GetHistogram()
+	le2 := h.GetBucket()[2]
+	require.Equal(t, 2.0, le2.GetUpperBound())
+	assert.Equal(t, "ns", le2.GetExemplar().GetLabel()[0].GetValue())
+	assert.Equal(t, "fast", le2.GetExemplar().GetLabel()[1].GetValue())
+	assert.Equal(t, at.Unix(), le2.GetExemplar().GetTimestamp().AsTime().Unix())
+
+	inf := h.GetBucket()[len(h.GetBucket())-1]
+	assert.True(t, math.IsInf(inf.GetUpperBound(), 1), "an exemplar above every bound gets a +Inf bucket")
+	assert.Equal(t, uint64(2), inf.GetCumulativeCount())
+	runes := 0
+	for _, l := range inf.GetExemplar().GetLabel() {
+		runes += len([]rune(l.GetName())) + len([]rune(l.GetValue()))
+	}
+	assert.Equal(t, 128, runes, "cut to the OpenMetrics limit of 128 runes")
+	assert.Len(t, h.GetExemplars(), 2, "native histograms carry the same exemplars")
+}
+
+// TestEveryExposedFamilyIsDeclared guards the docs test: a family emitted
+// without a Family declaration would escape docs/metrics.md.
+func TestEveryExposedFamilyIsDeclared(t *testing.T) {
+	s := newStore(t)
+	populate(t, s)
+	reg := prometheus.NewPedanticRegistry()
+	events := NewInformerEvents()
+	events.WithLabelValues("pods", "add").Inc()
+	reg.MustRegister(NewSandbox(s, labels, true, discard), NewSkipped(s, discard), NewSelf(s, "v0"), events)
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	gathered := map[string]bool{}
+	for _, f := range fams {
+		gathered[f.GetName()] = true
+	}
+	declared := map[string]bool{}
+	for _, f := range All() {
+		declared[f.Name] = true
+	}
+	assert.Equal(t, declared, gathered)
+}
+
+func collectOne(t *testing.T, c prometheus.Collector, name string) *dto.Metric {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() == name {
+			require.Len(t, f.GetMetric(), 1)
+			return f.GetMetric()[0]
+		}
+	}
+	t.Fatalf("no family %s", name)
+	return nil
+}

@@ -1,0 +1,56 @@
+package collectors
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// docRow is one family as docs/metrics.md documents it.
+type docRow struct {
+	Type, Labels, Stability string
+}
+
+var docRowRE = regexp.MustCompile("^\\| `(podslo_[a-z_]+)` \\| ([a-z]+) \\|([^|]*)\\| ([A-Z]+) \\|")
+
+func documented(t *testing.T) map[string]docRow {
+	t.Helper()
+	md, err := os.ReadFile("../docs/metrics.md")
+	require.NoError(t, err)
+	out := map[string]docRow{}
+	for _, line := range strings.Split(string(md), "\n") {
+		if m := docRowRE.FindStringSubmatch(line); m != nil {
+			require.NotContains(t, out, m[1], "documented twice")
+			out[m[1]] = docRow{Type: m[2], Labels: strings.TrimSpace(m[3]), Stability: m[4]}
+		}
+	}
+	return out
+}
+
+// docLabels renders a family's labels the way docs/metrics.md writes them.
+func docLabels(f *Family) string {
+	var parts []string
+	for _, l := range f.Labels {
+		parts = append(parts, "`"+l+"`")
+	}
+	if f.HistogramLabels {
+		parts = append(parts, "*histogram labels*")
+	}
+	if f.PodLabels {
+		parts = append(parts, "*pod labels*")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func TestDocsMatchCode(t *testing.T) {
+	docs := documented(t)
+	code := map[string]docRow{}
+	for _, f := range All() {
+		code[f.Name] = docRow{Type: f.Type, Labels: docLabels(f), Stability: f.Stability}
+	}
+	assert.Equal(t, code, docs, "docs/metrics.md and collectors disagree")
+}

@@ -1,0 +1,215 @@
+package informers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func resolver(t *testing.T, objs ...any) *classResolver {
+	t.Helper()
+	pvcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, o := range objs {
+		switch o.(type) {
+		case *corev1.PersistentVolumeClaim:
+			require.NoError(t, pvcs.Add(o))
+		case *storagev1.StorageClass:
+			require.NoError(t, classes.Add(o))
+		}
+	}
+	return &classResolver{pvcs: corelisters.NewPersistentVolumeClaimLister(pvcs), classes: storagelisters.NewStorageClassLister(classes)}
+}
+
+func pvc(name string, class *string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class}}
+}
+
+func class(name string, isDefault bool, created time.Time) *storagev1.StorageClass {
+	sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(created)}}
+	if isDefault {
+		sc.Annotations = map[string]string{defaultClassAnnotation: "true"}
+	}
+	return sc
+}
+
+func podWithVolumes(vols ...corev1.Volume) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.PodSpec{Volumes: vols}}
+}
+
+func claimVol(claim string) corev1.Volume {
+	return corev1.Volume{Name: "v-" + claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}
+}
+
+func ephemeralVol(name string, class *string) corev1.Volume {
+	return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+		VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class}},
+	}}}
+}
+
+func TestStorageClass(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	tests := []struct {
+		name string
+		objs []any
+		pod  *corev1.Pod
+		want string
+	}{
+		{"no volumes", nil, podWithVolumes(), "none"},
+		{"only non-PVC volumes", nil, podWithVolumes(corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}), "none"},
+		{"one claim", []any{pvc("data", ptr("fast"))}, podWithVolumes(claimVol("data")), "fast"},
+		{"missing claim", nil, podWithVolumes(claimVol("data")), "unknown"},
+		{"claim without class takes the default", []any{pvc("data", nil), class("fast", true, t0)}, podWithVolumes(claimVol("data")), "fast"},
+		{"claim with empty class and no default", []any{pvc("data", ptr(""))}, podWithVolumes(claimVol("data")), "unknown"},
+		{"newest of two defaults wins", []any{pvc("data", nil), class("old", true, t0), class("new", true, t0.Add(time.Hour)), class("other", false, t0.Add(2*time.Hour))}, podWithVolumes(claimVol("data")), "new"},
+		{"sorted, unique, comma-joined", []any{pvc("a", ptr("slow")), pvc("b", ptr("fast")), pvc("c", ptr("slow"))}, podWithVolumes(claimVol("a"), claimVol("b"), claimVol("c")), "fast,slow"},
+		{"ephemeral before its claim exists: the template", nil, podWithVolumes(ephemeralVol("scratch", ptr("local"))), "local"},
+		{"ephemeral claim exists: the claim", []any{pvc("web-scratch", ptr("retro"))}, podWithVolumes(ephemeralVol("scratch", ptr("local"))), "retro"},
+		{"ephemeral without class: the default", []any{class("fast", true, t0)}, podWithVolumes(ephemeralVol("scratch", nil)), "fast"},
+		{"ephemeral without class, no default", nil, podWithVolumes(ephemeralVol("scratch", nil)), "unknown"},
+		{"mixed known and unknown", []any{pvc("a", ptr("fast"))}, podWithVolumes(claimVol("a"), claimVol("gone")), "fast,unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, resolver(t, tt.objs...).StorageClass(tt.pod))
+		})
+	}
+}
+
+func TestRuntimeClass(t *testing.T) {
+	assert.Equal(t, "none", RuntimeClass(&corev1.Pod{}))
+	assert.Equal(t, "none", RuntimeClass(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("")}}))
+	assert.Equal(t, "kata", RuntimeClass(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("kata")}}))
+}
+
+func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
+	w, err := New(fake.NewClientset(), nil, Options{
+		PodLabels:       []string{"app"},
+		HistogramLabels: []HistogramLabel{{Name: "tier", Source: FromAnnotation, Key: "example.com/tier"}},
+	})
+	require.NoError(t, err)
+	at := metav1.NewTime(time.Unix(1700000000, 0))
+	full := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: at,
+			Labels:          map[string]string{"app": "web", "pod-template-hash": "abc"},
+			Annotations:     map[string]string{"example.com/tier": "gold", "kubectl.kubernetes.io/last-applied-configuration": "{...}"},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubelet"}},
+			OwnerReferences: []metav1.OwnerReference{{Name: "rs"}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: "n1", RuntimeClassName: ptr("kata"),
+			Containers: []corev1.Container{{Name: "c", Image: "img", Env: []corev1.EnvVar{{Name: "A", Value: "b"}}}},
+			Volumes:    []corev1.Volume{claimVol("data"), {Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}}, ephemeralVol("scratch", ptr("local"))},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "10.0.0.1",
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at, Reason: "r", Message: "m"},
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: at},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: at},
+			},
+		},
+	}
+	want := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: "web", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: at,
+			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"example.com/tier": "gold"},
+		},
+		Spec: corev1.PodSpec{NodeName: "n1", RuntimeClassName: ptr("kata"), Volumes: []corev1.Volume{claimVol("data"), ephemeralVol("scratch", ptr("local"))}},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: at},
+		}},
+	}
+	got, err := w.trim.transform(full)
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+	again, err := w.trim.transform(got)
+	require.NoError(t, err)
+	assert.Equal(t, want, again, "idempotent")
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: full}
+	same, err := w.trim.transform(tomb)
+	require.NoError(t, err)
+	assert.Equal(t, tomb, same, "tombstones pass through")
+}
+
+func TestHandleRecordsObservationWithDimensions(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: store.InMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Unix(1700000100, 0)
+	w, err := New(fake.NewClientset(), st, Options{
+		PodLabels:       []string{"app"},
+		HistogramLabels: []HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromAnnotation, Key: "tier"}},
+		Now:             func() time.Time { return now },
+	})
+	require.NoError(t, err)
+	w.classes = *resolver(t)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1", Labels: map[string]string{"app": "web", "team": "pay"}, Annotations: map[string]string{"tier": "gold"}},
+		Spec:       corev1.PodSpec{NodeName: "n1", RuntimeClassName: ptr("kata")},
+		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(1700000000, 0))},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(1700000004, 0))},
+		}},
+	}
+	require.NoError(t, w.Handle(pod))
+	require.NoError(t, w.Handle(pod), "a second identical update changes nothing")
+
+	type series struct {
+		family string
+		labels []string
+		count  uint64
+		sum    float64
+		ex     store.Exemplar
+	}
+	// 4s falls in the le="4" bucket, index 4.
+	var got []series
+	st.Aggregates(func(family string, labels []string, a *store.Aggregate) {
+		got = append(got, series{family, labels, a.Histogram.Count, a.Histogram.Sum, a.Exemplars[4]})
+	})
+	assert.Equal(t, []series{{"sandbox_creation{team,tier}", []string{"kata", "none", "pay", "gold"}, 1, 4, store.Exemplar{Namespace: "ns", Pod: "web", Value: 4, Time: now}}}, got)
+	var metas []store.PodMeta
+	st.Pods(func(_ types.UID, _ *lifecycle.State, m *store.PodMeta) { metas = append(metas, *m) })
+	assert.Equal(t, []store.PodMeta{{Namespace: "ns", Name: "web", Node: "n1", RuntimeClass: "kata", StorageClass: "none", PodLabels: []string{"web"}, HistogramLabels: []string{"pay", "gold"}}}, metas)
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		labels []HistogramLabel
+		err    string
+	}{
+		{[]HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}}, ""},
+		{[]HistogramLabel{{Name: "1team", Source: FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
+		{[]HistogramLabel{{Name: "__team", Source: FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
+		{[]HistogramLabel{{Name: "runtime_class", Source: FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
+		{[]HistogramLabel{{Name: "a", Source: FromLabel, Key: "x"}, {Name: "a", Source: FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
+		{[]HistogramLabel{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label" or "annotation", got "field"`},
+		{[]HistogramLabel{{Name: "a", Source: FromLabel}}, `histogram label "a": key must not be empty`},
+	}
+	for _, tt := range tests {
+		o := Options{HistogramLabels: tt.labels}
+		err := o.Validate()
+		if tt.err == "" {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorContains(t, err, tt.err)
+		}
+	}
+}
