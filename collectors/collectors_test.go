@@ -1,8 +1,14 @@
 package collectors
 
 import (
+	"bytes"
+	"compress/gzip"
+	"io"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
@@ -66,11 +74,23 @@ func populate(t *testing.T, s *store.Store) {
 func TestSandboxCollector(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
-	c := NewSandbox(s, labels, true, discard)
+	want := `
+# HELP podslo_sandbox_creation_duration_seconds Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.
+# TYPE podslo_sandbox_creation_duration_seconds histogram
+` + bucketLines(`runtime_class="kata",storage_class="fast,slow",team="a"`, 12) + bucketLines(`runtime_class="runc",storage_class="none",team="a"`, 3) + `
+# HELP podslo_sandbox_recreations_total Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.
+# TYPE podslo_sandbox_recreations_total counter
+podslo_sandbox_recreations_total{runtime_class="runc",storage_class="none",team="a"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(NewSandbox(s, labels, discard), strings.NewReader(want)))
+}
+
+// perPodWant is what populate's pods give per pod, in the text format.
+func perPodWant() string {
 	perPod := func(uid, name, rc, sc string) string {
 		return `label_app_kubernetes_io_name="` + name + `",namespace="ns",node="n1",pod="` + name + `",runtime_class="` + rc + `",storage_class="` + sc + `",uid="` + uid + `"`
 	}
-	want := `
+	return `
 # HELP podslo_pod_sandbox_creation_seconds Per pod: time from PodScheduled to the first sandbox readiness.
 # TYPE podslo_pod_sandbox_creation_seconds gauge
 podslo_pod_sandbox_creation_seconds{` + perPod("u1", "p1", "runc", "none") + `} 3
@@ -81,20 +101,139 @@ podslo_pod_sandbox_recreations_total{` + perPod("u1", "p1", "runc", "none") + `}
 podslo_pod_sandbox_recreations_total{` + perPod("u2", "p2", "kata", "fast,slow") + `} 0
 podslo_pod_sandbox_recreations_total{` + perPod("u3", "p3", "runc", "none") + `} 0
 podslo_pod_sandbox_recreations_total{` + perPod("u5", "p5", "runc", "none") + `} 0
-# HELP podslo_sandbox_creation_duration_seconds Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.
-# TYPE podslo_sandbox_creation_duration_seconds histogram
-` + bucketLines(`runtime_class="kata",storage_class="fast,slow",team="a"`, 12) + bucketLines(`runtime_class="runc",storage_class="none",team="a"`, 3) + `
-# HELP podslo_sandbox_recreations_total Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.
-# TYPE podslo_sandbox_recreations_total counter
-podslo_sandbox_recreations_total{runtime_class="runc",storage_class="none",team="a"} 1
 `
-	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want)))
+}
 
-	t.Run("per-pod series off", func(t *testing.T) {
-		c := NewSandbox(s, labels, false, discard)
-		assert.Equal(t, 3, testutil.CollectAndCount(c), "two histograms and one counter")
-		assert.Zero(t, testutil.CollectAndCount(c, "podslo_pod_sandbox_creation_seconds", "podslo_pod_sandbox_recreations_total"))
+func TestPerPodText(t *testing.T) {
+	s := newStore(t)
+	populate(t, s)
+	var buf bytes.Buffer
+	require.NoError(t, NewPerPod(s, labels).Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
+	assert.Equal(t, normalize(parseText(t, perPodWant())), normalize(parseText(t, buf.String())))
+}
+
+func TestPerPodProtobufEqualsText(t *testing.T) {
+	s := newStore(t)
+	populate(t, s)
+	var buf bytes.Buffer
+	require.NoError(t, NewPerPod(s, labels).Write(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim)))
+	got := map[string]*dto.MetricFamily{}
+	dec := expfmt.NewDecoder(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim))
+	for {
+		var mf dto.MetricFamily
+		if err := dec.Decode(&mf); err != nil {
+			break
+		}
+		got[mf.GetName()] = &mf
+	}
+	assert.Equal(t, normalize(parseText(t, perPodWant())), normalize(got))
+}
+
+func TestPerPodOpenMetrics(t *testing.T) {
+	s := newStore(t)
+	require.NoError(t, s.Apply(store.Change{UID: "u1", Meta: &store.PodMeta{Namespace: "ns", Name: "p1", Node: "n1", RuntimeClass: "none", StorageClass: "none"},
+		State: lifecycle.State{FirstSandboxReady: 1, LastSandboxReady: 1, SandboxCreation: 3, HasSandboxCreation: true, Recreations: 2}}))
+	var buf bytes.Buffer
+	require.NoError(t, NewPerPod(s, Labels{}).Write(&buf, expfmt.NewFormat(expfmt.TypeOpenMetrics)))
+	assert.Equal(t, `# HELP podslo_pod_sandbox_creation_seconds Per pod: time from PodScheduled to the first sandbox readiness.
+# TYPE podslo_pod_sandbox_creation_seconds gauge
+podslo_pod_sandbox_creation_seconds{namespace="ns",node="n1",pod="p1",runtime_class="none",storage_class="none",uid="u1"} 3.0
+# HELP podslo_pod_sandbox_recreations Per pod: sandbox re-creations after the first sandbox became ready.
+# TYPE podslo_pod_sandbox_recreations counter
+podslo_pod_sandbox_recreations_total{namespace="ns",node="n1",pod="p1",runtime_class="none",storage_class="none",uid="u1"} 2.0
+`, buf.String())
+}
+
+func TestPerPodEscapesLabelValues(t *testing.T) {
+	s := newStore(t)
+	require.NoError(t, s.Apply(store.Change{UID: "u1", Meta: &store.PodMeta{Namespace: "ns", Name: "p1", PodLabels: []string{"a\\b\"c\nd"}},
+		State: lifecycle.State{FirstSandboxReady: 1}}))
+	var buf bytes.Buffer
+	require.NoError(t, NewPerPod(s, Labels{Pod: []string{"x"}}).Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
+	fams := parseText(t, buf.String())
+	got := fams["podslo_pod_sandbox_recreations_total"].GetMetric()[0]
+	for _, l := range got.GetLabel() {
+		if l.GetName() == "label_x" {
+			assert.Equal(t, "a\\b\"c\nd", l.GetValue(), "round-trips through the text parser")
+		}
+	}
+}
+
+func TestHandlerServesBothAndGzip(t *testing.T) {
+	s := newStore(t)
+	populate(t, s)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(NewSandbox(s, labels, discard))
+	h := Handler(reg, NewPerPod(s, labels), discard)
+	for _, gz := range []bool{false, true} {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if gz {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		var body io.Reader = rec.Body
+		if gz {
+			require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
+			zr, err := gzip.NewReader(rec.Body)
+			require.NoError(t, err)
+			body = zr
+		}
+		raw, err := io.ReadAll(body)
+		require.NoError(t, err)
+		fams := parseText(t, string(raw))
+		for _, name := range []string{"podslo_sandbox_creation_duration_seconds", "podslo_pod_sandbox_creation_seconds", "podslo_pod_sandbox_recreations_total", "promhttp_metric_handler_requests_total"} {
+			assert.Contains(t, fams, name, "gzip=%t", gz)
+		}
+	}
+	t.Run("OpenMetrics ends with EOF after the per-pod families", func(t *testing.T) {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		body := rec.Body.String()
+		assert.True(t, strings.HasSuffix(body, "# EOF\n"))
+		assert.Equal(t, 1, strings.Count(body, "# EOF"))
+		assert.Less(t, strings.Index(body, "podslo_sandbox_creation_duration_seconds"), strings.Index(body, "podslo_pod_sandbox_creation_seconds"))
 	})
+}
+
+// parseText parses the text format; normalize makes two expositions
+// compare equal whatever order they list series and labels in.
+func parseText(t *testing.T, text string) map[string]*dto.MetricFamily {
+	t.Helper()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(text))
+	require.NoError(t, err)
+	return fams
+}
+
+// normalize renders families as canonical text: families by name, series by
+// labels, labels by name.
+func normalize(fams map[string]*dto.MetricFamily) string {
+	names := make([]string, 0, len(fams))
+	for name, f := range fams {
+		names = append(names, name)
+		for _, m := range f.Metric {
+			slices.SortFunc(m.Label, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
+		}
+		slices.SortFunc(f.Metric, func(a, b *dto.Metric) int { return strings.Compare(labelKey(a), labelKey(b)) })
+	}
+	slices.Sort(names)
+	var b strings.Builder
+	for _, name := range names {
+		_, _ = expfmt.MetricFamilyToText(&b, fams[name])
+	}
+	return b.String()
+}
+
+func labelKey(m *dto.Metric) string {
+	var b strings.Builder
+	for _, l := range m.GetLabel() {
+		b.WriteString(l.GetName() + "=" + l.GetValue() + ",")
+	}
+	return b.String()
 }
 
 // bucketLines is the classic exposition of one observation v.
@@ -142,7 +281,7 @@ func TestNativeLayoutMatchesClientGolang(t *testing.T) {
 	}
 	var want dto.Metric
 	require.NoError(t, live.Write(&want))
-	got := collectOne(t, NewSandbox(s, Labels{}, false, discard), "podslo_sandbox_creation_duration_seconds")
+	got := collectOne(t, NewSandbox(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds")
 
 	w, g := want.GetHistogram(), got.GetHistogram()
 	assert.Equal(t, w.GetSchema(), g.GetSchema())
@@ -165,7 +304,7 @@ func TestExemplarsNameThePod(t *testing.T) {
 		require.NoError(t, s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: 1},
 			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: e.Value, Exemplar: &e}}}))
 	}
-	h := collectOne(t, NewSandbox(s, Labels{}, false, discard), "podslo_sandbox_creation_duration_seconds").GetHistogram()
+	h := collectOne(t, NewSandbox(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds").GetHistogram()
 	le2 := h.GetBucket()[2]
 	require.Equal(t, 2.0, le2.GetUpperBound())
 	assert.Equal(t, "ns", le2.GetExemplar().GetLabel()[0].GetValue())
@@ -191,12 +330,17 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	events := NewInformerEvents()
 	events.WithLabelValues("pods", "add").Inc()
-	reg.MustRegister(NewSandbox(s, labels, true, discard), NewSkipped(s, discard), NewSelf(s, "v0"), events)
+	reg.MustRegister(NewSandbox(s, labels, discard), NewSkipped(s, discard), NewSelf(s, "v0"), events)
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	gathered := map[string]bool{}
 	for _, f := range fams {
 		gathered[f.GetName()] = true
+	}
+	var perPod bytes.Buffer
+	require.NoError(t, NewPerPod(s, labels).Write(&perPod, expfmt.NewFormat(expfmt.TypeTextPlain)))
+	for name := range parseText(t, perPod.String()) {
+		gathered[name] = true
 	}
 	declared := map[string]bool{}
 	for _, f := range All() {

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/store"
@@ -35,32 +34,38 @@ var (
 		Labels: perPodLabels, PodLabels: true,
 	}
 	sandboxFamilies = []*Family{sandboxCreationDuration, sandboxRecreations, podSandboxCreation, podSandboxRecreations}
+
+	// sandboxPerPod says how each per-pod family reads a pod's state; a
+	// pod without a value has no series in that family.
+	sandboxPerPod = []perPodFamily{
+		{podSandboxCreation, func(st *lifecycle.State) (float64, bool) {
+			return float64(st.SandboxCreation), st.HasSandboxCreation
+		}},
+		{podSandboxRecreations, func(st *lifecycle.State) (float64, bool) {
+			return float64(st.Recreations), st.FirstSandboxReady != 0
+		}},
+	}
 )
 
-// Sandbox exports the sandbox creation SLI: aggregates always, per-pod
-// series when enabled.
+// Sandbox exports the aggregated sandbox creation SLI. Its per-pod families
+// are written by PerPod.
 type Sandbox struct {
-	store  *store.Store
-	perPod bool
-	log    *slog.Logger
+	store *store.Store
+	log   *slog.Logger
 
 	creationFamily, recreationsFamily string
-
-	creation, recreations, podCreation, podRecreations *prometheus.Desc
+	creation, recreations             *prometheus.Desc
 }
 
 // NewSandbox returns the sandbox collector over s.
-func NewSandbox(s *store.Store, labels Labels, perPod bool, log *slog.Logger) *Sandbox {
+func NewSandbox(s *store.Store, labels Labels, log *slog.Logger) *Sandbox {
 	return &Sandbox{
 		store:             s,
-		perPod:            perPod,
 		log:               log,
 		creationFamily:    lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram),
 		recreationsFamily: lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram),
 		creation:          sandboxCreationDuration.desc(labels),
 		recreations:       sandboxRecreations.desc(labels),
-		podCreation:       podSandboxCreation.desc(labels),
-		podRecreations:    podSandboxRecreations.desc(labels),
 	}
 }
 
@@ -68,10 +73,6 @@ func NewSandbox(s *store.Store, labels Labels, perPod bool, log *slog.Logger) *S
 func (c *Sandbox) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.creation
 	ch <- c.recreations
-	if c.perPod {
-		ch <- c.podCreation
-		ch <- c.podRecreations
-	}
 }
 
 // Collect implements prometheus.Collector.
@@ -96,26 +97,4 @@ func (c *Sandbox) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- m
 	})
-	if !c.perPod {
-		return
-	}
-	c.store.Pods(func(uid types.UID, st *lifecycle.State, meta *store.PodMeta) {
-		if st.FirstSandboxReady == 0 {
-			return
-		}
-		values := podLabelValues(uid, meta)
-		if st.HasSandboxCreation {
-			ch <- prometheus.MustNewConstMetric(c.podCreation, prometheus.GaugeValue, float64(st.SandboxCreation), values...)
-		}
-		ch <- prometheus.MustNewConstMetric(c.podRecreations, prometheus.CounterValue, float64(st.Recreations), values...)
-	})
-}
-
-// podLabelValues are the values of perPodLabels followed by the pod labels.
-// The label count always matches the descriptor because both come from the
-// same configuration, which is why MustNewConstMetric cannot panic here.
-func podLabelValues(uid types.UID, m *store.PodMeta) []string {
-	v := make([]string, 0, len(perPodLabels)+len(m.PodLabels))
-	v = append(v, m.Namespace, m.Name, string(uid), m.Node, m.RuntimeClass, m.StorageClass)
-	return append(v, m.PodLabels...)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -74,7 +73,7 @@ func (o *Options) Start(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		podslocollectors.NewSandbox(st, labels, *o.PerPodMetrics, log),
+		podslocollectors.NewSandbox(st, labels, log),
 		podslocollectors.NewSkipped(st, log),
 		podslocollectors.NewSelf(st, podslocollectors.Version()),
 		events,
@@ -88,7 +87,11 @@ func (o *Options) Start(ctx context.Context) error {
 			return fmt.Errorf("listen on %q: %w", o.ListenAddress, err)
 		}
 	}
-	srv := &http.Server{Handler: o.mux(reg, watcher), ReadHeaderTimeout: 10 * time.Second}
+	var perPod *podslocollectors.PerPod
+	if *o.PerPodMetrics {
+		perPod = podslocollectors.NewPerPod(st, labels)
+	}
+	srv := &http.Server{Handler: o.mux(podslocollectors.Handler(reg, perPod, log), watcher), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("Serving metrics", "address", lis.Addr().String())
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -112,15 +115,9 @@ func (o *Options) Start(ctx context.Context) error {
 	return err
 }
 
-func (o *Options) mux(reg *prometheus.Registry, watcher *informers.Watcher) *http.ServeMux {
+func (o *Options) mux(metrics http.Handler, watcher *informers.Watcher) *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		EnableOpenMetrics: true,
-		// A malformed series must not cost the whole scrape.
-		ErrorHandling: promhttp.ContinueOnError,
-		ErrorLog:      promLogger{o},
-		Registry:      reg,
-	}))
+	mux.Handle("/metrics", metrics)
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !watcher.Synced() {

@@ -4,10 +4,11 @@ import (
 	"slices"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+
+	"github.com/podslo/podslo/lifecycle"
 )
 
 // Label values of runtime_class and storage_class.
@@ -19,11 +20,11 @@ const (
 )
 
 // RuntimeClass is the runtime_class label of a pod.
-func RuntimeClass(p *corev1.Pod) string {
-	if p.Spec.RuntimeClassName == nil || *p.Spec.RuntimeClassName == "" {
+func RuntimeClass(p *lifecycle.Pod) string {
+	if p.RuntimeClassName == "" {
 		return ClassNone
 	}
-	return *p.Spec.RuntimeClassName
+	return p.RuntimeClassName
 }
 
 // classResolver maps a pod to its storage_class label value from the PVC and
@@ -35,22 +36,16 @@ type classResolver struct {
 
 // StorageClass is the sorted, unique, comma-joined StorageClass names of the
 // pod's PVC and generic ephemeral volumes.
-func (r *classResolver) StorageClass(p *corev1.Pod) string {
-	var names []string
-	for i := range p.Spec.Volumes {
-		v := &p.Spec.Volumes[i]
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			names = append(names, r.claimClass(p.Namespace, v.PersistentVolumeClaim.ClaimName, nil, false))
-		case v.Ephemeral != nil:
-			// The ephemeral volume controller names the claim <pod>-<volume>;
-			// before it exists, the template says what it will be.
-			var tpl *string
-			if t := v.Ephemeral.VolumeClaimTemplate; t != nil {
-				tpl = t.Spec.StorageClassName
-			}
-			names = append(names, r.claimClass(p.Namespace, p.Name+"-"+v.Name, tpl, true))
-		}
+func (r *classResolver) StorageClass(p *lifecycle.Pod) string {
+	if len(p.Volumes) == 0 {
+		return ClassNone
+	}
+	names := make([]string, 0, len(p.Volumes))
+	for i := range p.Volumes {
+		v := &p.Volumes[i]
+		// Before an ephemeral volume's claim exists, its template says what
+		// it will be.
+		names = append(names, r.claimClass(p.Namespace, v.Claim, v.TemplateClass, v.Ephemeral))
 	}
 	switch len(names) {
 	case 0:

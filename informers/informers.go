@@ -119,7 +119,7 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 	if opts.OnEvent == nil {
 		opts.OnEvent = func(string, string) {}
 	}
-	t := &trimmer{podLabels: map[string]bool{}, podAnnotations: map[string]bool{}, conditionTypes: map[corev1.PodConditionType]bool{corev1.PodScheduled: true}}
+	t := &trimmer{podLabels: map[string]bool{}, podAnnotations: map[string]bool{}, conditionTypes: map[corev1.PodConditionType]corev1.PodConditionType{corev1.PodScheduled: corev1.PodScheduled}}
 	for _, k := range opts.PodLabels {
 		t.podLabels[k] = true
 	}
@@ -137,7 +137,7 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 		types = lifecycle.DefaultSandboxConditionTypes
 	}
 	for _, ct := range types {
-		t.conditionTypes[ct] = true
+		t.conditionTypes[ct] = ct
 	}
 	return &Watcher{
 		client: client, store: st, opts: opts, log: opts.Logger, trim: t,
@@ -209,7 +209,7 @@ func (w *Watcher) counter(resource string) cache.ResourceEventHandler {
 }
 
 func (w *Watcher) handlePod(obj any) {
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := obj.(*lifecycle.Pod)
 	if !ok {
 		w.log.Error("Ignoring unexpected object in the pod informer", "type", fmt.Sprintf("%T", obj))
 		return
@@ -225,7 +225,7 @@ func (w *Watcher) deletePod(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	pod, ok := obj.(*corev1.Pod)
+	pod, ok := obj.(*lifecycle.Pod)
 	if !ok {
 		w.log.Error("Ignoring unexpected object in the pod informer", "type", fmt.Sprintf("%T", obj))
 		return
@@ -241,7 +241,7 @@ func (w *Watcher) deletePod(obj any) {
 
 // Handle runs one pod through lifecycle into the store. It is exported for
 // benchmarks and tests that drive the pipeline without an API server.
-func (w *Watcher) Handle(pod *corev1.Pod) error {
+func (w *Watcher) Handle(pod *lifecycle.Pod) error {
 	now := w.opts.Now()
 	prev, _ := w.store.Get(pod.UID)
 	next, out := lifecycle.Step(now, pod, prev, &w.opts.Lifecycle)
@@ -275,11 +275,11 @@ func (w *Watcher) Handle(pod *corev1.Pod) error {
 	return w.store.Apply(change)
 }
 
-func (w *Watcher) meta(pod *corev1.Pod) *store.PodMeta {
+func (w *Watcher) meta(pod *lifecycle.Pod) *store.PodMeta {
 	m := &store.PodMeta{
 		Namespace:    pod.Namespace,
 		Name:         pod.Name,
-		Node:         pod.Spec.NodeName,
+		Node:         pod.NodeName,
 		RuntimeClass: RuntimeClass(pod),
 		StorageClass: w.classes.StorageClass(pod),
 	}
@@ -302,4 +302,4 @@ func (w *Watcher) meta(pod *corev1.Pod) *store.PodMeta {
 	return m
 }
 
-func klogRef(p *corev1.Pod) string { return p.Namespace + "/" + p.Name }
+func klogRef(p *lifecycle.Pod) string { return p.Namespace + "/" + p.Name }

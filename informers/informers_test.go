@@ -21,7 +21,7 @@ import (
 
 func ptr[T any](v T) *T { return &v }
 
-func resolver(t *testing.T, objs ...any) *classResolver {
+func resolver(t testing.TB, objs ...any) *classResolver {
 	t.Helper()
 	pvcs := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
@@ -48,8 +48,10 @@ func class(name string, isDefault bool, created time.Time) *storagev1.StorageCla
 	return sc
 }
 
-func podWithVolumes(vols ...corev1.Volume) *corev1.Pod {
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.PodSpec{Volumes: vols}}
+// podWithVolumes is the trimmed form of a pod with these volumes.
+func podWithVolumes(vols ...corev1.Volume) *lifecycle.Pod {
+	full := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.PodSpec{Volumes: vols}}
+	return (&trimmer{}).pod(full)
 }
 
 func claimVol(claim string) corev1.Volume {
@@ -67,7 +69,7 @@ func TestStorageClass(t *testing.T) {
 	tests := []struct {
 		name string
 		objs []any
-		pod  *corev1.Pod
+		pod  *lifecycle.Pod
 		want string
 	}{
 		{"no volumes", nil, podWithVolumes(), "none"},
@@ -92,9 +94,10 @@ func TestStorageClass(t *testing.T) {
 }
 
 func TestRuntimeClass(t *testing.T) {
-	assert.Equal(t, "none", RuntimeClass(&corev1.Pod{}))
-	assert.Equal(t, "none", RuntimeClass(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("")}}))
-	assert.Equal(t, "kata", RuntimeClass(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("kata")}}))
+	tr := &trimmer{}
+	assert.Equal(t, "none", RuntimeClass(tr.pod(&corev1.Pod{})))
+	assert.Equal(t, "none", RuntimeClass(tr.pod(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("")}})))
+	assert.Equal(t, "kata", RuntimeClass(tr.pod(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("kata")}})))
 }
 
 func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
@@ -126,16 +129,17 @@ func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
 			},
 		},
 	}
-	want := &corev1.Pod{
+	want := &lifecycle.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: "web", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: at,
 			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"example.com/tier": "gold"},
 		},
-		Spec: corev1.PodSpec{NodeName: "n1", RuntimeClassName: ptr("kata"), Volumes: []corev1.Volume{claimVol("data"), ephemeralVol("scratch", ptr("local"))}},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at},
-			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: at},
-		}},
+		NodeName: "n1", RuntimeClassName: "kata",
+		Volumes: []lifecycle.Volume{{Claim: "data"}, {Claim: "web-scratch", Ephemeral: true, TemplateClass: ptr("local")}},
+		Conditions: []lifecycle.Condition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at.Unix()},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: at.Unix()},
+		},
 	}
 	got, err := w.trim.transform(full)
 	require.NoError(t, err)
@@ -169,8 +173,10 @@ func TestHandleRecordsObservationWithDimensions(t *testing.T) {
 			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(1700000004, 0))},
 		}},
 	}
-	require.NoError(t, w.Handle(pod))
-	require.NoError(t, w.Handle(pod), "a second identical update changes nothing")
+	trimmed, err := w.trim.transform(pod)
+	require.NoError(t, err)
+	require.NoError(t, w.Handle(trimmed.(*lifecycle.Pod)))
+	require.NoError(t, w.Handle(trimmed.(*lifecycle.Pod)), "a second identical update changes nothing")
 
 	type series struct {
 		family string

@@ -4,24 +4,31 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podslo/podslo/lifecycle"
 )
 
 // defaultClassAnnotation marks the default StorageClass.
 const defaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 
 // trimmer keeps, of each object, only the fields podslo reads, so that the
-// informer cache costs bytes per pod instead of kilobytes. It must be
-// idempotent: client-go may run it on an object it already trimmed.
+// informer cache costs hundreds of bytes per pod instead of kilobytes. Pods
+// become *lifecycle.Pod. It must be idempotent: client-go may run it on an
+// object it already trimmed.
 type trimmer struct {
 	podLabels      map[string]bool
 	podAnnotations map[string]bool
-	conditionTypes map[corev1.PodConditionType]bool
+	// conditionTypes maps each condition type podslo reads to itself, so
+	// that the cached pods share one copy of each type string.
+	conditionTypes map[corev1.PodConditionType]corev1.PodConditionType
 }
 
 func (t *trimmer) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		return t.pod(o), nil
+	case *lifecycle.Pod:
+		return o, nil
 	case *corev1.PersistentVolumeClaim:
 		return &corev1.PersistentVolumeClaim{
 			ObjectMeta: trimMeta(&o.ObjectMeta, nil, nil),
@@ -38,42 +45,67 @@ func (t *trimmer) transform(obj any) (any, error) {
 	return obj, nil
 }
 
-func (t *trimmer) pod(p *corev1.Pod) *corev1.Pod {
-	out := &corev1.Pod{
+// pod converts a pod to the compact lifecycle.Pod. Strings that repeat in
+// every pod (condition types and statuses) are replaced by constants, so
+// that a cached pod does not keep its own copies of "True".
+func (t *trimmer) pod(p *corev1.Pod) *lifecycle.Pod {
+	out := &lifecycle.Pod{
 		ObjectMeta: trimMeta(&p.ObjectMeta, t.podLabels, t.podAnnotations),
-		Spec: corev1.PodSpec{
-			NodeName:         p.Spec.NodeName,
-			RuntimeClassName: p.Spec.RuntimeClassName,
-		},
+		NodeName:   p.Spec.NodeName,
 	}
 	out.DeletionTimestamp = p.DeletionTimestamp
 	out.DeletionGracePeriodSeconds = p.DeletionGracePeriodSeconds
+	if rc := p.Spec.RuntimeClassName; rc != nil {
+		out.RuntimeClassName = *rc
+	}
 	for _, v := range p.Spec.Volumes {
 		switch {
 		case v.PersistentVolumeClaim != nil:
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-				PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: v.PersistentVolumeClaim.ClaimName},
-			}})
+			out.Volumes = append(out.Volumes, lifecycle.Volume{Claim: v.PersistentVolumeClaim.ClaimName})
 		case v.Ephemeral != nil:
-			var class *string
+			vol := lifecycle.Volume{Claim: p.Name + "-" + v.Name, Ephemeral: true}
 			if tpl := v.Ephemeral.VolumeClaimTemplate; tpl != nil {
-				class = tpl.Spec.StorageClassName
+				vol.TemplateClass = tpl.Spec.StorageClassName
 			}
-			out.Spec.Volumes = append(out.Spec.Volumes, corev1.Volume{Name: v.Name, VolumeSource: corev1.VolumeSource{
-				Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{
-					Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class},
-				}},
-			}})
+			out.Volumes = append(out.Volumes, vol)
 		}
 	}
-	for _, c := range p.Status.Conditions {
-		if t.conditionTypes[c.Type] {
-			// Reason and message are for humans; the SLIs read type, status
-			// and time only.
-			out.Status.Conditions = append(out.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
+	n := 0
+	for i := range p.Status.Conditions {
+		if t.conditionTypes[p.Status.Conditions[i].Type] != "" {
+			n++
+		}
+	}
+	if n > 0 {
+		out.Conditions = make([]lifecycle.Condition, 0, n)
+	}
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		if typ := t.conditionTypes[c.Type]; typ != "" {
+			out.Conditions = append(out.Conditions, lifecycle.Condition{Type: typ, Status: internStatus(c.Status), LastTransitionTime: unixOrZero(c.LastTransitionTime)})
 		}
 	}
 	return out
+}
+
+func internStatus(s corev1.ConditionStatus) corev1.ConditionStatus {
+	switch s {
+	case corev1.ConditionTrue:
+		return corev1.ConditionTrue
+	case corev1.ConditionFalse:
+		return corev1.ConditionFalse
+	case corev1.ConditionUnknown:
+		return corev1.ConditionUnknown
+	}
+	// Malformed: kept as is, so that lifecycle can count it.
+	return s
+}
+
+func unixOrZero(t metav1.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
 }
 
 func trimMeta(m *metav1.ObjectMeta, labels, annotations map[string]bool) metav1.ObjectMeta {

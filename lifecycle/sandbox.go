@@ -60,15 +60,15 @@ func (o Outcome) Empty() bool { return len(o.Observations) == 0 && len(o.Skips) 
 // Step derives the next State of a pod from its current object. It is pure:
 // the same now, pod and prev always give the same result, and pod is not
 // modified. When the returned State equals prev, nothing needs to be stored.
-func Step(now time.Time, pod *corev1.Pod, prev State, cfg *Config) (State, Outcome) {
+func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
 	next := prev
 	var out Outcome
 
-	sandbox := findCondition(pod.Status.Conditions, cfg.sandboxTypes()...)
+	sandbox := pod.Condition(cfg.sandboxTypes()...)
 	if sandbox == nil {
 		return next, out
 	}
-	if !validStatus(sandbox.Status) || (sandbox.Status == corev1.ConditionTrue && sandbox.LastTransitionTime.IsZero()) {
+	if !validStatus(sandbox.Status) || (sandbox.Status == corev1.ConditionTrue && sandbox.LastTransitionTime == 0) {
 		// Not consumed: a later well-formed update may still be observed, but
 		// the malformed one is counted only once per pod.
 		next.skipOnce(&out, Skip{SandboxCreation, InvalidCondition})
@@ -80,7 +80,7 @@ func Step(now time.Time, pod *corev1.Pod, prev State, cfg *Config) (State, Outco
 		return next, out
 	}
 
-	readyAt := sandbox.LastTransitionTime.Unix()
+	readyAt := sandbox.LastTransitionTime
 	switch {
 	case prev.FirstSandboxReady == 0:
 		next.FirstSandboxReady = readyAt
@@ -102,8 +102,8 @@ func Step(now time.Time, pod *corev1.Pod, prev State, cfg *Config) (State, Outco
 
 // firstCreation fills the creation latency of a first sandbox readiness and
 // reports whether it is to be observed, or else why not.
-func (s *State) firstCreation(now time.Time, pod *corev1.Pod, readyAt int64, cfg *Config) (Reason, bool) {
-	scheduled := findCondition(pod.Status.Conditions, corev1.PodScheduled)
+func (s *State) firstCreation(now time.Time, pod *Pod, readyAt int64, cfg *Config) (Reason, bool) {
+	scheduled := pod.Condition(corev1.PodScheduled)
 	switch {
 	case scheduled == nil:
 		return NoScheduledCondition, false
@@ -111,10 +111,10 @@ func (s *State) firstCreation(now time.Time, pod *corev1.Pod, readyAt int64, cfg
 		return InvalidCondition, false
 	case scheduled.Status != corev1.ConditionTrue:
 		return NoScheduledCondition, false
-	case scheduled.LastTransitionTime.IsZero():
+	case scheduled.LastTransitionTime == 0:
 		return InvalidCondition, false
 	}
-	latency := readyAt - scheduled.LastTransitionTime.Unix()
+	latency := readyAt - scheduled.LastTransitionTime
 	if latency < 0 {
 		return NegativeDuration, false
 	}
@@ -146,19 +146,6 @@ func (c *Config) maxAge() time.Duration {
 		return DefaultMaxObservationAge
 	}
 	return c.MaxObservationAge
-}
-
-// findCondition returns the first of types present in conds, in the order of
-// types, or nil.
-func findCondition(conds []corev1.PodCondition, types ...corev1.PodConditionType) *corev1.PodCondition {
-	for _, t := range types {
-		for i := range conds {
-			if conds[i].Type == t {
-				return &conds[i]
-			}
-		}
-	}
-	return nil
 }
 
 func validStatus(s corev1.ConditionStatus) bool {

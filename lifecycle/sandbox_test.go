@@ -18,23 +18,23 @@ func ts(t *testing.T, s string) time.Time {
 }
 
 // cond builds a condition the way it appears in the KEP's YAML.
-func cond(t *testing.T, typ corev1.PodConditionType, status corev1.ConditionStatus, at string) corev1.PodCondition {
+func cond(t *testing.T, typ corev1.PodConditionType, status corev1.ConditionStatus, at string) Condition {
 	t.Helper()
-	c := corev1.PodCondition{Type: typ, Status: status}
+	c := Condition{Type: typ, Status: status}
 	if at != "" {
-		c.LastTransitionTime = metav1.NewTime(ts(t, at))
+		c.LastTransitionTime = ts(t, at).Unix()
 	}
 	return c
 }
 
-func podWith(conds ...corev1.PodCondition) *corev1.Pod {
-	return &corev1.Pod{Status: corev1.PodStatus{Conditions: conds}}
+func podWith(conds ...Condition) *Pod {
+	return &Pod{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Conditions: conds}
 }
 
 // snapshot is the pod status the KEP shows "at" a given time.
 type snapshot struct {
 	at  string
-	pod *corev1.Pod
+	pod *Pod
 }
 
 type want struct {
@@ -271,7 +271,7 @@ func TestStepEdgeCases(t *testing.T) {
 
 func TestStepDoesNotModifyPod(t *testing.T) {
 	pod := podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))
-	before := pod.DeepCopy()
+	before := pod.DeepCopyObject()
 	Step(ts(t, "2024-05-01T10:00:06Z"), pod, State{}, &Config{})
 	assert.Equal(t, before, pod)
 }

@@ -4,6 +4,7 @@ package testenv
 
 import (
 	"fmt"
+	"github.com/go-logr/logr"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Env is a running control plane.
@@ -80,6 +82,9 @@ func Start(t testing.TB) *Env {
 			t.Fatalf("test binary %s missing in %s (run `make testbin`): %v", bin, dir, err)
 		}
 	}
+	// envtest logs through controller-runtime's global logger, which warns
+	// loudly when unset.
+	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
 	cfg, err := env.Start()
 	if err != nil {

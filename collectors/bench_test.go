@@ -1,0 +1,68 @@
+package collectors
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+// BenchmarkScrape renders /metrics, text format, for n tracked pods spread
+// over 3 runtime classes and 4 storage classes, with and without per-pod
+// series.
+func BenchmarkScrape(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		s, err := store.Open(store.Options{Dir: store.InMemory})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runtimes := []string{"none", "kata", "gvisor"}
+		storages := []string{"none", "fast", "slow", "fast,slow"}
+		for i := range n {
+			rc, sc := runtimes[i%3], storages[i%4]
+			err := s.Apply(store.Change{
+				UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
+				Meta: &store.PodMeta{Namespace: fmt.Sprintf("team-%d", i%50), Name: fmt.Sprintf("web-7d9f8b6c5d-%06d", i), Node: fmt.Sprintf("node-%03d", i%500),
+					RuntimeClass: rc, StorageClass: sc, PodLabels: []string{"web"}},
+				State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int64(i % 30), HasSandboxCreation: true},
+				Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{rc, sc}, Value: float64(i % 30)}},
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, perPod := range []bool{true, false} {
+			b.Run(fmt.Sprintf("pods=%d/per-pod=%t", n, perPod), func(b *testing.B) {
+				reg := prometheus.NewRegistry()
+				labels := Labels{Pod: []string{"app"}}
+				reg.MustRegister(NewSandbox(s, labels, discard), NewSkipped(s, discard), NewSelf(s, "v0"))
+				var pp *PerPod
+				if perPod {
+					pp = NewPerPod(s, labels)
+				}
+				h := Handler(reg, pp, discard)
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				req.Header.Set("Accept", "text/plain")
+				var size int
+				b.ReportAllocs()
+				b.ResetTimer()
+				for range b.N {
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Fatalf("status %d", rec.Code)
+					}
+					size = rec.Body.Len()
+				}
+				b.ReportMetric(float64(size), "body-bytes")
+			})
+		}
+		_ = s.Close()
+	}
+}

@@ -1,0 +1,189 @@
+package informers
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+var benchNow = time.Unix(1700000100, 0)
+
+// benchPod is a realistic full pod as the API server sends it: labels,
+// annotations, managed fields, two containers, a few volumes, five
+// conditions and container statuses, all of which the transform must trim.
+func benchPod(i int) *corev1.Pod {
+	at := metav1.NewTime(time.Unix(1700000000, 0))
+	ready := metav1.NewTime(time.Unix(1700000003, 0))
+	name := fmt.Sprintf("web-7d9f8b6c5d-%05d", i)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name, Namespace: "team-payments", UID: types.UID(uuid.NewString()), ResourceVersion: fmt.Sprint(1000 + i),
+			CreationTimestamp: at, GenerateName: "web-7d9f8b6c5d-",
+			Labels:          map[string]string{"app.kubernetes.io/name": "web", "pod-template-hash": "7d9f8b6c5d", "team": "payments"},
+			Annotations:     map[string]string{"kubectl.kubernetes.io/restartedAt": "2024-01-01T00:00:00Z", "prometheus.io/scrape": "true"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web-7d9f8b6c5d", UID: "rs"}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: "Update"}, {Manager: "kubelet", Operation: "Update", Subresource: "status"}},
+		},
+		Spec: corev1.PodSpec{
+			NodeName: fmt.Sprintf("node-%03d", i%500), ServiceAccountName: "web",
+			Containers: []corev1.Container{
+				{Name: "web", Image: "registry.example.com/web:1.2.3", Ports: []corev1.ContainerPort{{ContainerPort: 8080}}, Env: []corev1.EnvVar{{Name: "MODE", Value: "prod"}}},
+				{Name: "sidecar", Image: "registry.example.com/proxy:4.5.6"},
+			},
+			Volumes: []corev1.Volume{
+				{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{}}},
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "web"}}}},
+			},
+		},
+		Status: corev1.PodStatus{
+			Phase: corev1.PodRunning, PodIP: "10.1.2.3", HostIP: "10.0.0.1", QOSClass: corev1.PodQOSBurstable, StartTime: &at,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: ready},
+				{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: at},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: ready},
+				{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: ready},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at},
+			},
+			ContainerStatuses: []corev1.ContainerStatus{
+				{Name: "web", Ready: true, Image: "registry.example.com/web:1.2.3", ImageID: "sha256:abc", ContainerID: "containerd://abc", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: ready}}},
+				{Name: "sidecar", Ready: true, Image: "registry.example.com/proxy:4.5.6", ImageID: "sha256:def", ContainerID: "containerd://def", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: ready}}},
+			},
+		},
+	}
+}
+
+func benchWatcher(b *testing.B, st *store.Store) *Watcher {
+	b.Helper()
+	w, err := New(fake.NewClientset(), st, Options{
+		PodLabels: []string{"app.kubernetes.io/name"},
+		Now:       func() time.Time { return benchNow },
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.classes = *resolver(b)
+	return w
+}
+
+func openBench(b *testing.B, dir string) *store.Store {
+	b.Helper()
+	st, err := store.Open(store.Options{Dir: dir})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// BenchmarkHandleNoChange is the common case: an update (a resync, a
+// status heartbeat) that changes no SLI state and must write nothing.
+func BenchmarkHandleNoChange(b *testing.B) {
+	st := openBench(b, b.TempDir())
+	w := benchWatcher(b, st)
+	pod, _ := w.trim.transform(benchPod(0))
+	if err := w.Handle(pod.(*lifecycle.Pod)); err != nil {
+		b.Fatal(err)
+	}
+	applies := st.Stats().Succeeded(store.OpApply)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if err := w.Handle(pod.(*lifecycle.Pod)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	if st.Stats().Succeeded(store.OpApply) != applies {
+		b.Fatal("a no-change update wrote to the store")
+	}
+}
+
+// BenchmarkHandleTransition is a pod's first sandbox readiness: one badger
+// transaction with the pod's state and the histogram.
+func BenchmarkHandleTransition(b *testing.B) {
+	st := openBench(b, b.TempDir())
+	w := benchWatcher(b, st)
+	pods := make([]*lifecycle.Pod, b.N)
+	for i := range pods {
+		p, _ := w.trim.transform(benchPod(i))
+		pods[i] = p.(*lifecycle.Pod)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for _, p := range pods {
+		if err := w.Handle(p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMemoryPerPod keeps n pods as the exporter does, trimmed in an
+// informer indexer and tracked in the store, and reports the heap in use per
+// pod (live objects and the free space of their spans, which a process
+// keeps resident) and the bytes per pod of the state on disk after Close.
+// The difference between two sizes is the marginal cost of a pod; the rest
+// is badger's memtables and caches, which are bounded.
+func BenchmarkMemoryPerPod(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			for range b.N {
+				dir := b.TempDir()
+				st := openBench(b, dir)
+				w := benchWatcher(b, st)
+				indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+				before := heapInUse()
+				for i := range n {
+					p, _ := w.trim.transform(benchPod(i))
+					if err := indexer.Add(p); err != nil {
+						b.Fatal(err)
+					}
+					if err := w.Handle(p.(*lifecycle.Pod)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				after := heapInUse()
+				runtime.KeepAlive(indexer)
+				b.ReportMetric(float64(after-before)/float64(n), "heap-B/pod")
+				if err := st.Close(); err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(float64(dirSize(b, dir))/float64(n), "disk-B/pod")
+			}
+		})
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+func dirSize(b *testing.B, dir string) int64 {
+	var total int64
+	err := filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() {
+			total += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return total
+}
