@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
 	"runtime"
 	"testing"
 
@@ -25,6 +28,49 @@ type Env struct {
 	Config     *rest.Config
 	Client     kubernetes.Interface
 	Kubeconfig string
+
+	env *envtest.Environment
+}
+
+// KillAPIServer kills kube-apiserver with SIGKILL, leaving etcd running, as
+// in an API server crash. StartAPIServer brings it back on the same address
+// with the same certificates, so clients reconnect as they would in a
+// cluster. (envtest's own Stop is graceful and waits for open watches.)
+func (e *Env) KillAPIServer(t testing.TB) {
+	t.Helper()
+	certDir := e.env.ControlPlane.GetAPIServer().CertDir
+	procs, err := filepath.Glob("/proc/[0-9]*/cmdline")
+	if err != nil {
+		t.Fatalf("list processes: %v", err)
+	}
+	for _, p := range procs {
+		cmdline, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if filepath.Base(args[0]) != "kube-apiserver" || !strings.Contains(string(cmdline), certDir) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		proc, err := os.FindProcess(pid)
+		if err == nil {
+			err = proc.Signal(syscall.SIGKILL)
+		}
+		if err != nil {
+			t.Fatalf("kill kube-apiserver %d: %v", pid, err)
+		}
+		return
+	}
+	t.Fatalf("no kube-apiserver process with cert dir %s", certDir)
+}
+
+// StartAPIServer restarts a kube-apiserver killed by KillAPIServer.
+func (e *Env) StartAPIServer(t testing.TB) {
+	t.Helper()
+	if err := e.env.ControlPlane.GetAPIServer().Start(); err != nil {
+		t.Fatalf("restart kube-apiserver: %v", err)
+	}
 }
 
 // repoRoot is the module root, found from this file's location.
@@ -86,6 +132,9 @@ func Start(t testing.TB) *Env {
 	// loudly when unset.
 	ctrllog.SetLogger(logr.Discard())
 	env := &envtest.Environment{BinaryAssetsDirectory: dir}
+	// A fixed certificate directory survives a stop, so that StartAPIServer
+	// serves the same certificates.
+	env.ControlPlane.GetAPIServer().CertDir = t.TempDir()
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start kube-apiserver and etcd from %s: %v", dir, err)
@@ -103,7 +152,7 @@ func Start(t testing.TB) *Env {
 	if err := writeKubeconfig(cfg, kubeconfig); err != nil {
 		t.Fatalf("write kubeconfig: %v", err)
 	}
-	return &Env{Config: cfg, Client: client, Kubeconfig: kubeconfig}
+	return &Env{Config: cfg, Client: client, Kubeconfig: kubeconfig, env: env}
 }
 
 func writeKubeconfig(cfg *rest.Config, path string) error {

@@ -1,0 +1,58 @@
+package exporter
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// TestAPIServerOutage stops kube-apiserver under a running exporter: it
+// keeps serving what it knows, and once the API server is back it resumes
+// from where it was, counting nothing twice.
+func TestAPIServerOutage(t *testing.T) {
+	env := testenv.Start(t)
+	c := env.Client
+	ctx := context.Background()
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "outage"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
+
+	base := time.Now().Add(-time.Minute).Truncate(time.Second)
+	before := createPod(t, c, "outage", podSpec{name: "before", team: "a"})
+	kubelet(t, c, before, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(2*time.Second)))
+	const name = "podslo_sandbox_creation_duration_seconds"
+	header := "# HELP " + name + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + name + " histogram\n"
+	eventuallyMetrics(t, url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2), name)
+
+	env.KillAPIServer(t)
+	// Wait until the API server is really gone, then check that podslo
+	// still serves everything it knew.
+	require.Eventually(t, func() bool {
+		_, err := c.CoreV1().Namespaces().Get(ctx, "outage", metav1.GetOptions{})
+		return err != nil
+	}, 30*time.Second, 100*time.Millisecond)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		resp, err := http.Get(url + path)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s during the outage", path)
+	}
+	require.NoError(t, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(header+histogramText(name, `runtime_class="none",storage_class="none"`, 2)), name))
+
+	env.StartAPIServer(t)
+	after := createPod(t, c, "outage", podSpec{name: "after", team: "a"})
+	kubelet(t, c, after, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
+	// The informers re-list after the outage: "before" is seen again and
+	// must not be observed twice.
+	eventuallyMetrics(t, url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2, 5), name)
+}
