@@ -9,10 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
-	"runtime"
 	"testing"
 
 	"k8s.io/client-go/kubernetes"
