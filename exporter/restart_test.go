@@ -33,6 +33,7 @@ type process struct {
 func startProcess(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(bin, append([]string{"exporter", "--listen-address", "127.0.0.1:0", "--log-format", "json"}, args...)...)
+	testenv.DieWithParent(cmd)
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())

@@ -128,6 +128,7 @@ func Start(t testing.TB) *Env {
 			t.Fatalf("test binary %s missing in %s (run `make testbin`): %v", bin, dir, err)
 		}
 	}
+	reapOrphans(t, dir)
 	// envtest logs through controller-runtime's global logger, which warns
 	// loudly when unset.
 	ctrllog.SetLogger(logr.Discard())
@@ -162,6 +163,32 @@ func writeKubeconfig(cfg *rest.Config, path string) error {
 	c.Contexts["envtest"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
 	c.CurrentContext = "envtest"
 	return clientcmd.WriteToFile(*c, path)
+}
+
+// reapOrphans kills control-plane processes started from dir whose parent
+// is gone: a test binary that panicked could not stop them, and envtest
+// gives no way to make them die with it.
+func reapOrphans(t testing.TB, dir string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range procs {
+		stat, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// The fields after the ")" closing the command name: state, ppid.
+		fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(fields) < 2 || fields[1] != "1" {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join(filepath.Dir(p), "exe"))
+		if err != nil || filepath.Dir(exe) != dir {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		if proc, err := os.FindProcess(pid); err == nil && proc.Signal(syscall.SIGKILL) == nil {
+			t.Logf("killed orphaned %s (pid %d) left by an earlier crashed test run", exe, pid)
+		}
+	}
 }
 
 // PodsloBinary builds the podslo command into a temporary directory, for
