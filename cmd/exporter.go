@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podslo/podslo/exporter"
+	"github.com/podslo/podslo/informers"
 	"github.com/podslo/podslo/lifecycle"
 )
 
@@ -24,6 +25,8 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	fs.StringArray("pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
 	fs.StringArray("histogram-label", nil, "Extra histogram dimension NAME=label:KEY or NAME=annotation:KEY (repeatable)")
 	fs.Duration("max-observation-age", lifecycle.DefaultMaxObservationAge, "A first event older than this when first seen is remembered but not observed")
+	fs.Duration("sandbox-creation-timeout", lifecycle.DefaultSandboxCreationTimeout, "A scheduled pod whose first sandbox is not ready after this long counts once as a creation timeout")
+	fs.String("user-error-event-regex", informers.DefaultUserErrorEventRegex, "FailedMount event messages matching this regular expression mark the pod as a user error, left out of the sandbox SLIs")
 	fs.StringSlice("sandbox-condition-types", []string{"PodReadyToStartContainers", "PodHasNetwork"}, "Pod condition types that mark a ready sandbox; the first present wins")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -37,15 +40,17 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 		}
 		perPod := c.v.GetBool("per-pod-metrics")
 		opts := &exporter.Options{
-			Kubeconfig:            c.v.GetString("kubeconfig"),
-			ListenAddress:         c.v.GetString("listen-address"),
-			StateDir:              c.v.GetString("state-dir"),
-			PerPodMetrics:         &perPod,
-			PodLabels:             c.list("pod-label"),
-			HistogramLabels:       c.list("histogram-label"),
-			MaxObservationAge:     c.v.GetDuration("max-observation-age"),
-			SandboxConditionTypes: c.list("sandbox-condition-types"),
-			Logger:                log,
+			Kubeconfig:             c.v.GetString("kubeconfig"),
+			ListenAddress:          c.v.GetString("listen-address"),
+			StateDir:               c.v.GetString("state-dir"),
+			PerPodMetrics:          &perPod,
+			PodLabels:              c.list("pod-label"),
+			HistogramLabels:        c.list("histogram-label"),
+			MaxObservationAge:      c.v.GetDuration("max-observation-age"),
+			SandboxConditionTypes:  c.list("sandbox-condition-types"),
+			SandboxCreationTimeout: c.v.GetDuration("sandbox-creation-timeout"),
+			UserErrorEventRegex:    c.v.GetString("user-error-event-regex"),
+			Logger:                 log,
 		}
 		opts.Complete()
 		if err := opts.Validate(); err != nil {

@@ -82,7 +82,8 @@ func TestSandboxCollector(t *testing.T) {
 # TYPE podslo_sandbox_recreations_total counter
 podslo_sandbox_recreations_total{runtime_class="runc",storage_class="none",team="a"} 1
 `
-	require.NoError(t, testutil.CollectAndCompare(NewSandbox(s, labels, discard), strings.NewReader(want)))
+	require.NoError(t, testutil.CollectAndCompare(NewSLIs(s, labels, discard), strings.NewReader(want),
+		"podslo_sandbox_creation_duration_seconds", "podslo_sandbox_recreations_total"))
 }
 
 // perPodWant is what populate's pods give per pod, in the text format.
@@ -163,7 +164,7 @@ func TestHandlerServesBothAndGzip(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(NewSandbox(s, labels, discard))
+	reg.MustRegister(NewSLIs(s, labels, discard))
 	h := Handler(reg, NewPerPod(s, labels), discard)
 	for _, gz := range []bool{false, true} {
 		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
@@ -256,7 +257,7 @@ func TestSkippedCollector(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
 	want := `
-# HELP podslo_observations_skipped_total Observations not made, by SLI and reason (too_old, negative_duration, no_scheduled_condition, invalid_condition). Each pod counts at most once per SLI and reason.
+# HELP podslo_observations_skipped_total Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.
 # TYPE podslo_observations_skipped_total counter
 podslo_observations_skipped_total{reason="negative_duration",sli="sandbox_creation"} 1
 `
@@ -281,7 +282,7 @@ func TestNativeLayoutMatchesClientGolang(t *testing.T) {
 	}
 	var want dto.Metric
 	require.NoError(t, live.Write(&want))
-	got := collectOne(t, NewSandbox(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds")
+	got := collectOne(t, NewSLIs(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds")
 
 	w, g := want.GetHistogram(), got.GetHistogram()
 	assert.Equal(t, w.GetSchema(), g.GetSchema())
@@ -304,7 +305,7 @@ func TestExemplarsNameThePod(t *testing.T) {
 		require.NoError(t, s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: 1},
 			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: e.Value, Exemplar: &e}}}))
 	}
-	h := collectOne(t, NewSandbox(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds").GetHistogram()
+	h := collectOne(t, NewSLIs(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds").GetHistogram()
 	le2 := h.GetBucket()[2]
 	require.Equal(t, 2.0, le2.GetUpperBound())
 	assert.Equal(t, "ns", le2.GetExemplar().GetLabel()[0].GetValue())
@@ -327,10 +328,31 @@ func TestExemplarsNameThePod(t *testing.T) {
 func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
+	// One pod with every other SLI, one still pending.
+	fam := func(f string) string { return lifecycle.FamilyID(f, labels.Histogram) }
+	dims := []string{"runc", "none", "a"}
+	require.NoError(t, s.Apply(store.Change{
+		UID: "u6", Meta: &store.PodMeta{Namespace: "ns", Name: "p6", PodLabels: []string{"p6"}, HistogramLabels: []string{"a"}},
+		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1},
+		Observe: []store.Sample{
+			{Family: fam(lifecycle.FamilyTermination), Labels: dims, Value: 3},
+			{Family: fam(lifecycle.FamilyReadiness), Labels: dims, Value: 1},
+			{Family: fam(lifecycle.FamilyStartupPhase), Labels: []string{"runc", "none", "total", "a"}, Value: 9},
+		},
+		Add: []store.Sample{
+			{Family: fam(lifecycle.FamilyTerminationsOverGrace), Labels: dims, Value: 1},
+			{Family: fam(lifecycle.FamilySandboxCreationTimeouts), Labels: dims, Value: 1},
+			{Family: fam(lifecycle.FamilySandboxCreationsExcl), Labels: []string{"runc", "none", "user_error", "a"}, Value: 1},
+		},
+	}))
+	require.NoError(t, s.Apply(store.Change{
+		UID: "u7", Meta: &store.PodMeta{Namespace: "ns", Name: "p7", PodLabels: []string{"p7"}, HistogramLabels: []string{"a"}},
+		State: lifecycle.State{Scheduled: 1, UserError: true},
+	}))
 	reg := prometheus.NewPedanticRegistry()
 	events := NewInformerEvents()
 	events.WithLabelValues("pods", "add").Inc()
-	reg.MustRegister(NewSandbox(s, labels, discard), NewSkipped(s, discard), NewSelf(s, "v0"), events)
+	reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s, "v0"), events)
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	gathered := map[string]bool{}
@@ -363,4 +385,47 @@ func collectOne(t *testing.T, c prometheus.Collector, name string) *dto.Metric {
 	}
 	t.Fatalf("no family %s", name)
 	return nil
+}
+
+func TestFailureAndPendingFamilies(t *testing.T) {
+	s := newStore(t)
+	dims := []string{"kata", "fast"}
+	require.NoError(t, s.Apply(store.Change{
+		UID: "stuck", Meta: &store.PodMeta{Namespace: "ns", Name: "stuck", Node: "n1", RuntimeClass: "kata", StorageClass: "fast"},
+		State: lifecycle.State{Scheduled: 1000, TimedOut: true},
+		Add:   []store.Sample{{Family: lifecycle.FamilySandboxCreationTimeouts, Labels: dims, Value: 1}},
+	}))
+	require.NoError(t, s.Apply(store.Change{
+		UID: "blocked", Meta: &store.PodMeta{Namespace: "ns", Name: "blocked", Node: "n1", RuntimeClass: "kata", StorageClass: "fast"},
+		State: lifecycle.State{Scheduled: 1200, UserError: true, Excluded: true, TimedOut: true},
+		Add:   []store.Sample{{Family: lifecycle.FamilySandboxCreationsExcl, Labels: []string{"kata", "fast", "user_error"}, Value: 1}},
+	}))
+	require.NoError(t, s.Apply(store.Change{
+		UID: "leaving", Meta: &store.PodMeta{Namespace: "ns", Name: "leaving", Node: "n1", RuntimeClass: "kata", StorageClass: "fast"},
+		State: lifecycle.State{Scheduled: 1200, DeletionRequested: 1300},
+	}))
+	want := `
+# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+# TYPE podslo_sandbox_creation_pending_pods gauge
+podslo_sandbox_creation_pending_pods{runtime_class="kata",storage_class="fast",user_error="false"} 1
+podslo_sandbox_creation_pending_pods{runtime_class="kata",storage_class="fast",user_error="true"} 1
+# HELP podslo_sandbox_creation_timeouts_total Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.
+# TYPE podslo_sandbox_creation_timeouts_total counter
+podslo_sandbox_creation_timeouts_total{runtime_class="kata",storage_class="fast"} 1
+# HELP podslo_sandbox_creations_excluded_total Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).
+# TYPE podslo_sandbox_creations_excluded_total counter
+podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata",storage_class="fast"} 1
+`
+	require.NoError(t, testutil.CollectAndCompare(NewSLIs(s, Labels{}, discard), strings.NewReader(want)))
+
+	pp := NewPerPod(s, Labels{})
+	pp.now = func() time.Time { return time.Unix(1500, 0) }
+	var buf bytes.Buffer
+	require.NoError(t, pp.Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
+	assert.Equal(t, normalize(parseText(t, `
+# HELP podslo_pod_sandbox_pending_seconds Per pod: seconds since PodScheduled of a pod still waiting for its first sandbox.
+# TYPE podslo_pod_sandbox_pending_seconds gauge
+podslo_pod_sandbox_pending_seconds{namespace="ns",node="n1",pod="stuck",runtime_class="kata",storage_class="fast",uid="stuck"} 500
+podslo_pod_sandbox_pending_seconds{namespace="ns",node="n1",pod="blocked",runtime_class="kata",storage_class="fast",uid="blocked"} 300
+`)), normalize(parseText(t, buf.String())))
 }

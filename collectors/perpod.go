@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -20,7 +21,8 @@ import (
 // perPodFamily is one per-pod family and how it reads a pod's state.
 type perPodFamily struct {
 	*Family
-	value func(*lifecycle.State) (float64, bool)
+	// value reads the state at scrape time now (Unix seconds).
+	value func(st *lifecycle.State, now int64) (float64, bool)
 }
 
 // PerPod writes the per-pod families straight into the exposition instead of
@@ -35,6 +37,7 @@ type PerPod struct {
 	// them in; order[i] is the index of names[i] in labelValues.
 	names []string
 	order []int
+	now   func() time.Time
 }
 
 // NewPerPod returns the per-pod writer over s.
@@ -52,7 +55,8 @@ func NewPerPod(s *store.Store, labels Labels) *PerPod {
 	for i, o := range order {
 		sorted[i] = names[o]
 	}
-	return &PerPod{store: s, families: sandboxPerPod, names: sorted, order: order}
+	families := append(append(append([]perPodFamily(nil), sandboxPerPod...), terminationPerPod...), readinessPerPod...)
+	return &PerPod{store: s, families: families, names: sorted, order: order, now: time.Now}
 }
 
 // labelValues are the values of perPodLabels, then of the pod labels.
@@ -81,6 +85,7 @@ func (p *PerPod) Write(w io.Writer, format expfmt.Format) error {
 }
 
 func (p *PerPod) writeText(w io.Writer, openMetrics bool) error {
+	now := p.now().Unix()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	line := make([]byte, 0, 512)
 	for _, f := range p.families {
@@ -92,7 +97,7 @@ func (p *PerPod) writeText(w io.Writer, openMetrics bool) error {
 		header := false
 		var values []string
 		p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
-			v, ok := f.value(st)
+			v, ok := f.value(st, now)
 			if !ok {
 				return
 			}
@@ -191,8 +196,9 @@ func (p *PerPod) family(f perPodFamily) *dto.MetricFamily {
 		mf.Type = dto.MetricType_GAUGE.Enum()
 	}
 	var values []string
+	now := p.now().Unix()
 	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
-		v, ok := f.value(st)
+		v, ok := f.value(st, now)
 		if !ok {
 			return
 		}

@@ -1,12 +1,7 @@
 package collectors
 
 import (
-	"log/slog"
-
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/podslo/podslo/lifecycle"
-	"github.com/podslo/podslo/store"
 )
 
 var (
@@ -23,6 +18,21 @@ var (
 		Help:   "Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.",
 		Labels: classLabels, HistogramLabels: true,
 	}
+	sandboxCreationTimeouts = &Family{
+		Name: "podslo_sandbox_creation_timeouts_total", Type: "counter", Stability: Alpha,
+		Help:   "Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.",
+		Labels: classLabels, HistogramLabels: true,
+	}
+	sandboxCreationsExcluded = &Family{
+		Name: "podslo_sandbox_creations_excluded_total", Type: "counter", Stability: Alpha,
+		Help:   "Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).",
+		Labels: labelList("runtime_class", "storage_class", "reason"), HistogramLabels: true,
+	}
+	sandboxCreationPending = &Family{
+		Name: "podslo_sandbox_creation_pending_pods", Type: "gauge", Stability: Alpha,
+		Help:   "Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.",
+		Labels: labelList("runtime_class", "storage_class", "user_error"),
+	}
 	podSandboxCreation = &Family{
 		Name: "podslo_pod_sandbox_creation_seconds", Type: "gauge", Stability: Alpha,
 		Help:   "Per pod: time from PodScheduled to the first sandbox readiness.",
@@ -33,68 +43,34 @@ var (
 		Help:   "Per pod: sandbox re-creations after the first sandbox became ready.",
 		Labels: perPodLabels, PodLabels: true,
 	}
-	sandboxFamilies = []*Family{sandboxCreationDuration, sandboxRecreations, podSandboxCreation, podSandboxRecreations}
+	podSandboxPending = &Family{
+		Name: "podslo_pod_sandbox_pending_seconds", Type: "gauge", Stability: Alpha,
+		Help:   "Per pod: seconds since PodScheduled of a pod still waiting for its first sandbox.",
+		Labels: perPodLabels, PodLabels: true,
+	}
+	sandboxFamilies = []*Family{
+		sandboxCreationDuration, sandboxRecreations, sandboxCreationTimeouts, sandboxCreationsExcluded, sandboxCreationPending,
+		podSandboxCreation, podSandboxRecreations, podSandboxPending,
+	}
+
+	sandboxAggregates = []aggregateFamily{
+		{sandboxCreationDuration, lifecycle.FamilySandboxCreation},
+		{sandboxRecreations, lifecycle.FamilySandboxRecreations},
+		{sandboxCreationTimeouts, lifecycle.FamilySandboxCreationTimeouts},
+		{sandboxCreationsExcluded, lifecycle.FamilySandboxCreationsExcl},
+	}
 
 	// sandboxPerPod says how each per-pod family reads a pod's state; a
 	// pod without a value has no series in that family.
 	sandboxPerPod = []perPodFamily{
-		{podSandboxCreation, func(st *lifecycle.State) (float64, bool) {
+		{podSandboxCreation, func(st *lifecycle.State, _ int64) (float64, bool) {
 			return float64(st.SandboxCreation), st.HasSandboxCreation
 		}},
-		{podSandboxRecreations, func(st *lifecycle.State) (float64, bool) {
+		{podSandboxRecreations, func(st *lifecycle.State, _ int64) (float64, bool) {
 			return float64(st.Recreations), st.FirstSandboxReady != 0
+		}},
+		{podSandboxPending, func(st *lifecycle.State, now int64) (float64, bool) {
+			return float64(now - st.Scheduled), st.Pending()
 		}},
 	}
 )
-
-// Sandbox exports the aggregated sandbox creation SLI. Its per-pod families
-// are written by PerPod.
-type Sandbox struct {
-	store *store.Store
-	log   *slog.Logger
-
-	creationFamily, recreationsFamily string
-	creation, recreations             *prometheus.Desc
-}
-
-// NewSandbox returns the sandbox collector over s.
-func NewSandbox(s *store.Store, labels Labels, log *slog.Logger) *Sandbox {
-	return &Sandbox{
-		store:             s,
-		log:               log,
-		creationFamily:    lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram),
-		recreationsFamily: lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram),
-		creation:          sandboxCreationDuration.desc(labels),
-		recreations:       sandboxRecreations.desc(labels),
-	}
-}
-
-// Describe implements prometheus.Collector.
-func (c *Sandbox) Describe(ch chan<- *prometheus.Desc) {
-	ch <- c.creation
-	ch <- c.recreations
-}
-
-// Collect implements prometheus.Collector.
-func (c *Sandbox) Collect(ch chan<- prometheus.Metric) {
-	bounds := c.store.Buckets()
-	c.store.Aggregates(func(family string, labels []string, agg *store.Aggregate) {
-		var (
-			m   prometheus.Metric
-			err error
-		)
-		switch family {
-		case c.creationFamily:
-			m, err = newHistogramMetric(c.creation, bounds, agg, labels)
-		case c.recreationsFamily:
-			m, err = prometheus.NewConstMetricWithCreatedTimestamp(c.recreations, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)
-		default:
-			return
-		}
-		if err != nil {
-			c.log.Error("Dropping malformed series", "family", family, "labels", labels, "err", err)
-			return
-		}
-		ch <- m
-	})
-}

@@ -13,7 +13,7 @@ import (
 var (
 	observationsSkipped = &Family{
 		Name: "podslo_observations_skipped_total", Type: "counter", Stability: Alpha,
-		Help:   "Observations not made, by SLI and reason (too_old, negative_duration, no_scheduled_condition, invalid_condition). Each pod counts at most once per SLI and reason.",
+		Help:   "Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.",
 		Labels: labelList("sli", "reason"),
 	}
 	skippedFamilies = []*Family{observationsSkipped}

@@ -61,11 +61,16 @@ func (o *Options) Start(ctx context.Context) error {
 	}
 	events := podslocollectors.NewInformerEvents()
 	watcher, err := informers.New(client, st, informers.Options{
-		Lifecycle:       lifecycle.Config{SandboxConditionTypes: o.conditionTypes(), MaxObservationAge: o.MaxObservationAge},
-		PodLabels:       o.PodLabels,
-		HistogramLabels: histogramLabels,
-		OnEvent:         func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
-		Logger:          log.With("component", "informers"),
+		Lifecycle: lifecycle.Config{
+			SandboxConditionTypes:  o.conditionTypes(),
+			MaxObservationAge:      o.MaxObservationAge,
+			SandboxCreationTimeout: o.SandboxCreationTimeout,
+		},
+		UserErrorEventRegex: o.UserErrorEventRegex,
+		PodLabels:           o.PodLabels,
+		HistogramLabels:     histogramLabels,
+		OnEvent:             func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
+		Logger:              log.With("component", "informers"),
 	})
 	if err != nil {
 		return err
@@ -73,7 +78,7 @@ func (o *Options) Start(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		podslocollectors.NewSandbox(st, labels, log),
+		podslocollectors.NewSLIs(st, labels, log),
 		podslocollectors.NewSkipped(st, log),
 		podslocollectors.NewSelf(st, podslocollectors.Version()),
 		events,

@@ -220,7 +220,8 @@ func TestSandboxCreationOnRealAPIServer(t *testing.T) {
 		HistogramLabels: []string{"team=label:team"},
 	})
 
-	base := time.Now().Add(-2 * time.Minute).Truncate(time.Second)
+	// Scheduled after every pod below is created, as in a real cluster.
+	base := time.Now().Add(30 * time.Second).Truncate(time.Second)
 	sched := func(at time.Time) corev1.PodCondition { return condAt(corev1.PodScheduled, corev1.ConditionTrue, at) }
 	ready := func(status corev1.ConditionStatus, at time.Time) corev1.PodCondition {
 		return condAt(corev1.PodReadyToStartContainers, status, at)
@@ -281,11 +282,13 @@ func TestSandboxCreationOnRealAPIServer(t *testing.T) {
 # HELP podslo_sandbox_recreations_total Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.
 # TYPE podslo_sandbox_recreations_total counter
 podslo_sandbox_recreations_total{runtime_class="none",storage_class="none",team="a"} 1
-# HELP podslo_observations_skipped_total Observations not made, by SLI and reason (too_old, negative_duration, no_scheduled_condition, invalid_condition). Each pod counts at most once per SLI and reason.
+# HELP podslo_observations_skipped_total Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.
 # TYPE podslo_observations_skipped_total counter
 podslo_observations_skipped_total{reason="negative_duration",sli="sandbox_creation"} 1
 podslo_observations_skipped_total{reason="no_scheduled_condition",sli="sandbox_creation"} 1
 podslo_observations_skipped_total{reason="too_old",sli="sandbox_creation"} 1
+podslo_observations_skipped_total{reason="negative_duration",sli="startup_phase"} 2
+podslo_observations_skipped_total{reason="too_old",sli="startup_phase"} 1
 `, name, "podslo_sandbox_recreations_total", "podslo_observations_skipped_total")
 
 	perPodWant := fmt.Sprintf(`

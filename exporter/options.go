@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"regexp"
 	"strings"
 	"time"
 
@@ -49,6 +50,12 @@ type Options struct {
 	// sandbox, the first present wins. Default
 	// PodReadyToStartContainers,PodHasNetwork.
 	SandboxConditionTypes []string
+	// SandboxCreationTimeout: a scheduled pod whose first sandbox is not
+	// ready after this long counts once as a creation timeout. Default 5m.
+	SandboxCreationTimeout time.Duration
+	// UserErrorEventRegex matches FailedMount event messages that blame the
+	// pod's own spec. Default informers.DefaultUserErrorEventRegex.
+	UserErrorEventRegex string
 	// ShutdownTimeout bounds the HTTP server's graceful shutdown. Default 5s.
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
@@ -78,6 +85,12 @@ func (o *Options) Complete() {
 			o.SandboxConditionTypes = append(o.SandboxConditionTypes, string(t))
 		}
 	}
+	if o.SandboxCreationTimeout == 0 {
+		o.SandboxCreationTimeout = lifecycle.DefaultSandboxCreationTimeout
+	}
+	if o.UserErrorEventRegex == "" {
+		o.UserErrorEventRegex = informers.DefaultUserErrorEventRegex
+	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 5 * time.Second
 	}
@@ -95,6 +108,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxObservationAge < 0 {
 		errs = append(errs, fmt.Errorf("--max-observation-age must not be negative, got %s", o.MaxObservationAge))
+	}
+	if o.SandboxCreationTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--sandbox-creation-timeout must not be negative, got %s", o.SandboxCreationTimeout))
 	}
 	for _, t := range o.SandboxConditionTypes {
 		if strings.TrimSpace(t) == "" {
@@ -121,6 +137,9 @@ func (o *Options) Validate() error {
 		if err := iopts.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("--histogram-label: %w", err))
 		}
+	}
+	if _, err := regexp.Compile(o.UserErrorEventRegex); err != nil {
+		errs = append(errs, fmt.Errorf("--user-error-event-regex: %w", err))
 	}
 	if o.StateDir != "" {
 		sopts := store.Options{Dir: o.StateDir}

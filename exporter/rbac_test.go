@@ -107,7 +107,7 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 		require.NoError(t, err)
 		return r.Status.Allowed
 	}
-	for _, res := range []access{{"", "pods", "", ""}, {"", "persistentvolumeclaims", "", ""}, {"storage.k8s.io", "storageclasses", "", ""}} {
+	for _, res := range []access{{"", "pods", "", ""}, {"", "persistentvolumeclaims", "", ""}, {"", "events", "", ""}, {"storage.k8s.io", "storageclasses", "", ""}} {
 		for _, verb := range []string{"get", "list", "watch"} {
 			res.verb = verb
 			assert.True(t, allowed(res), "%+v", res)

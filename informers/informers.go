@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -56,6 +59,12 @@ type Options struct {
 	// retries a store write that failed (a full disk, say). Default
 	// DefaultResyncPeriod.
 	ResyncPeriod time.Duration
+	// UserErrorEventRegex matches the FailedMount event messages that mark
+	// a pod as blocked by its own spec. Default DefaultUserErrorEventRegex.
+	UserErrorEventRegex string
+	// TimeoutCheckInterval is how often pods waiting for their first
+	// sandbox are checked against the creation timeout. Default 5s.
+	TimeoutCheckInterval time.Duration
 	// OnEvent, if set, is called for every event handled.
 	OnEvent func(resource, event string)
 	// Logger receives the watcher's logs. Default: discard.
@@ -85,21 +94,30 @@ func (o *Options) Validate() error {
 	if o.ResyncPeriod < 0 {
 		return fmt.Errorf("resync period must not be negative, got %s", o.ResyncPeriod)
 	}
+	if _, err := compileUserErrorRegex(o.UserErrorEventRegex); err != nil {
+		return err
+	}
 	return nil
 }
 
 // Watcher runs the informers and feeds every pod through lifecycle into the
 // store.
 type Watcher struct {
-	client  kubernetes.Interface
-	store   *store.Store
-	opts    Options
-	log     *slog.Logger
-	trim    *trimmer
-	classes classResolver
-	synced  atomic.Bool
+	client    kubernetes.Interface
+	store     *store.Store
+	opts      Options
+	log       *slog.Logger
+	trim      *trimmer
+	classes   classResolver
+	userError *regexp.Regexp
+	synced    atomic.Bool
+	// families are the store's family IDs, with the configured histogram
+	// label names, by lifecycle family.
+	families map[string]string
 
-	creationFamily, recreationsFamily string
+	// mu serializes every read-modify-write of a pod's state: the pod and
+	// event handlers and the timeout check run on their own goroutines.
+	mu sync.Mutex
 }
 
 // New returns a Watcher; Start runs it.
@@ -132,18 +150,26 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 		}
 		names = append(names, h.Name)
 	}
-	types := opts.Lifecycle.SandboxConditionTypes
-	if len(types) == 0 {
-		types = lifecycle.DefaultSandboxConditionTypes
+	types := append([]corev1.PodConditionType{corev1.PodReady, corev1.PodInitialized}, opts.Lifecycle.SandboxConditionTypes...)
+	if len(opts.Lifecycle.SandboxConditionTypes) == 0 {
+		types = append(types, lifecycle.DefaultSandboxConditionTypes...)
 	}
 	for _, ct := range types {
 		t.conditionTypes[ct] = ct
 	}
-	return &Watcher{
-		client: client, store: st, opts: opts, log: opts.Logger, trim: t,
-		creationFamily:    lifecycle.FamilyID(lifecycle.FamilySandboxCreation, names),
-		recreationsFamily: lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, names),
-	}, nil
+	if opts.TimeoutCheckInterval <= 0 {
+		opts.TimeoutCheckInterval = 5 * time.Second
+	}
+	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
+	families := map[string]string{}
+	for _, f := range []string{
+		lifecycle.FamilySandboxCreation, lifecycle.FamilySandboxRecreations, lifecycle.FamilySandboxCreationTimeouts,
+		lifecycle.FamilySandboxCreationsExcl, lifecycle.FamilyTermination, lifecycle.FamilyTerminationsOverGrace,
+		lifecycle.FamilyReadiness, lifecycle.FamilyStartupPhase,
+	} {
+		families[f] = lifecycle.FamilyID(f, names)
+	}
+	return &Watcher{client: client, store: st, opts: opts, log: opts.Logger, trim: t, userError: re, families: families}, nil
 }
 
 // Synced reports whether every informer has synced, every live pod has been
@@ -153,22 +179,36 @@ func (w *Watcher) Synced() bool { return w.synced.Load() }
 // Start runs the informers until ctx ends.
 func (w *Watcher) Start(ctx context.Context) error {
 	factory := informers.NewSharedInformerFactoryWithOptions(w.client, w.opts.ResyncPeriod, informers.WithTransform(w.trim.transform))
+	events := informers.NewSharedInformerFactoryWithOptions(w.client, w.opts.ResyncPeriod,
+		informers.WithTransform(w.trim.transform),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedMountSelector }))
 	pods := factory.Core().V1().Pods()
 	pvcs := factory.Core().V1().PersistentVolumeClaims()
 	classes := factory.Storage().V1().StorageClasses()
+	eventInformer := events.Core().V1().Events().Informer()
 	w.classes = classResolver{pvcs: pvcs.Lister(), classes: classes.Lister()}
 	for resource, inf := range map[string]cache.SharedIndexInformer{"persistentvolumeclaims": pvcs.Informer(), "storageclasses": classes.Informer()} {
 		if _, err := inf.AddEventHandler(w.counter(resource)); err != nil {
 			return fmt.Errorf("watch %s: %w", resource, err)
 		}
 	}
+	if _, err := eventInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { w.opts.OnEvent("events", "add"); w.handleEvent(obj) },
+		UpdateFunc: func(_, obj any) { w.opts.OnEvent("events", "update"); w.handleEvent(obj) },
+		DeleteFunc: func(any) { w.opts.OnEvent("events", "delete") },
+	}); err != nil {
+		return fmt.Errorf("watch events: %w", err)
+	}
 	podInformer := pods.Informer()
 
 	factory.Start(ctx.Done())
+	events.Start(ctx.Done())
 	defer factory.Shutdown()
-	// PVCs and classes first, so that the first pass over the pods already
-	// resolves every storage class.
-	if !cache.WaitForCacheSync(ctx.Done(), pvcs.Informer().HasSynced, classes.Informer().HasSynced, podInformer.HasSynced) {
+	defer events.Shutdown()
+	// PVCs, classes and FailedMount events first, so that the first pass
+	// over the pods already resolves every storage class and knows every
+	// user error.
+	if !cache.WaitForCacheSync(ctx.Done(), pvcs.Informer().HasSynced, classes.Informer().HasSynced, eventInformer.HasSynced, podInformer.HasSynced) {
 		return w.stopped(ctx)
 	}
 	reg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -182,15 +222,71 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
 		return w.stopped(ctx)
 	}
-	n, err := w.store.DropUnseen()
-	if err != nil {
-		// Not fatal: stale records cost disk, not correctness.
-		w.log.Error("Dropping state of pods deleted while podslo was down failed", "err", err)
-	}
-	w.log.Info("Informers synced", "pods", len(podInformer.GetStore().ListKeys()), "droppedStalePods", n)
+	gone := w.forgetUnseen()
+	w.log.Info("Informers synced", "pods", len(podInformer.GetStore().ListKeys()), "podsDeletedWhileDown", gone)
 	w.synced.Store(true)
-	<-ctx.Done()
-	return nil
+
+	t := time.NewTicker(w.opts.TimeoutCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			w.CheckTimeouts()
+		}
+	}
+}
+
+// forgetUnseen drops the state of pods deleted while podslo was down. Their
+// terminations, if not measured yet, never will be: they count as vanished.
+func (w *Watcher) forgetUnseen() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	unseen := w.store.Unseen()
+	for uid, prev := range unseen {
+		next, out := lifecycle.Vanish(prev)
+		if prev == (lifecycle.State{UserError: true}) {
+			// Only a FailedMount event ever named this pod (events outlive
+			// their pods by an hour): there was nothing to measure.
+			out = lifecycle.Outcome{}
+		}
+		change := w.change(uid, next, out, nil, nil)
+		change.Forget = true
+		if err := w.store.Apply(change); err != nil {
+			// Not fatal: the record costs disk, and the next start retries.
+			w.log.Error("Forgetting a pod deleted while podslo was down failed", "uid", uid, "err", err)
+		}
+	}
+	return len(unseen)
+}
+
+// CheckTimeouts counts the pods whose sandbox is still not ready past the
+// creation timeout. It runs on a timer because a stuck pod sends no updates.
+func (w *Watcher) CheckTimeouts() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	type pending struct {
+		uid   types.UID
+		state lifecycle.State
+		meta  *store.PodMeta
+	}
+	var due []pending
+	now := w.opts.Now()
+	w.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
+		if st.Pending() && !st.TimedOut {
+			due = append(due, pending{uid, *st, m})
+		}
+	})
+	for _, p := range due {
+		next, out := lifecycle.Timeout(now, p.state, &w.opts.Lifecycle)
+		if out.Empty() {
+			continue
+		}
+		if err := w.store.Apply(w.change(p.uid, next, out, p.meta, nil)); err != nil {
+			w.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", p.uid, "err", err)
+		}
+	}
 }
 
 func (w *Watcher) stopped(ctx context.Context) error {
@@ -230,49 +326,101 @@ func (w *Watcher) deletePod(obj any) {
 		w.log.Error("Ignoring unexpected object in the pod informer", "type", fmt.Sprintf("%T", obj))
 		return
 	}
-	// The last state may carry a transition not seen yet.
-	if err := w.Handle(pod); err != nil {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	// The last state may carry a transition not seen yet; then the pod is
+	// gone, and what it never showed counts as vanished, in the same
+	// transaction that forgets it.
+	prev, _ := w.store.Get(pod.UID)
+	next, out := lifecycle.Step(w.opts.Now(), pod, prev, &w.opts.Lifecycle)
+	next, gone := lifecycle.Vanish(next)
+	out.Skips = append(out.Skips, gone.Skips...)
+	change := w.change(pod.UID, next, out, w.meta(pod), pod)
+	change.Forget = true
+	if err := w.store.Apply(change); err != nil {
 		w.log.Error("Recording deleted pod failed", "pod", klogRef(pod), "err", err)
-	}
-	if err := w.store.Delete(pod.UID); err != nil {
-		w.log.Error("Forgetting deleted pod failed", "pod", klogRef(pod), "err", err)
 	}
 }
 
 // Handle runs one pod through lifecycle into the store. It is exported for
 // benchmarks and tests that drive the pipeline without an API server.
 func (w *Watcher) Handle(pod *lifecycle.Pod) error {
-	now := w.opts.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	prev, _ := w.store.Get(pod.UID)
-	next, out := lifecycle.Step(now, pod, prev, &w.opts.Lifecycle)
-	meta := w.meta(pod)
-	change := store.Change{UID: pod.UID, State: next, Meta: meta}
-	if !out.Empty() {
-		dims := make([]string, 0, 2+len(meta.HistogramLabels))
-		dims = append(dims, meta.RuntimeClass, meta.StorageClass)
-		dims = append(dims, meta.HistogramLabels...)
-		for _, o := range out.Observations {
-			switch o.Kind {
-			case lifecycle.SandboxCreated:
-				change.Observe = append(change.Observe, store.Sample{
-					Family: w.creationFamily, Labels: dims, Value: o.Seconds,
-					Exemplar: &store.Exemplar{Namespace: pod.Namespace, Pod: pod.Name, Value: o.Seconds, Time: now},
-				})
-			case lifecycle.SandboxRecreated:
-				change.Add = append(change.Add, store.Sample{Family: w.recreationsFamily, Labels: dims, Value: 1})
-			}
+	next, out := lifecycle.Step(w.opts.Now(), pod, prev, &w.opts.Lifecycle)
+	return w.store.Apply(w.change(pod.UID, next, out, w.meta(pod), pod))
+}
+
+// change turns a lifecycle outcome into the store's samples: the series of
+// each observation, labelled with the pod's classes and histogram labels.
+// pod, when known, names the exemplars.
+func (w *Watcher) change(uid types.UID, next lifecycle.State, out lifecycle.Outcome, meta *store.PodMeta, pod *lifecycle.Pod) store.Change {
+	change := store.Change{UID: uid, State: next, Meta: meta}
+	if out.Empty() {
+		return change
+	}
+	if meta == nil {
+		// A pod podslo never saw live: its classes are unknown.
+		meta = &store.PodMeta{RuntimeClass: ClassUnknown, StorageClass: ClassUnknown, HistogramLabels: make([]string, len(w.opts.HistogramLabels))}
+	}
+	now := w.opts.Now()
+	// dims are the label values of the aggregated series, extra is one more
+	// label before the histogram labels (phase, reason).
+	dims := func(extra ...string) []string {
+		d := make([]string, 0, 3+len(meta.HistogramLabels))
+		d = append(d, meta.RuntimeClass, meta.StorageClass)
+		d = append(d, extra...)
+		return append(d, meta.HistogramLabels...)
+	}
+	exemplar := func(v float64) *store.Exemplar {
+		if pod == nil {
+			return nil
 		}
-		for _, s := range out.Skips {
-			change.Add = append(change.Add, store.Sample{Family: lifecycle.FamilySkipped, Labels: []string{s.SLI.String(), s.Reason.String()}, Value: 1})
-			level := slog.LevelInfo
-			if s.Reason == lifecycle.TooOld {
-				// Expected for every old pod when podslo is first installed.
-				level = slog.LevelDebug
+		return &store.Exemplar{Namespace: pod.Namespace, Pod: pod.Name, Value: v, Time: now}
+	}
+	observe := func(family string, labels []string, v float64) {
+		change.Observe = append(change.Observe, store.Sample{Family: w.families[family], Labels: labels, Value: v, Exemplar: exemplar(v)})
+	}
+	count := func(family string, labels []string) {
+		change.Add = append(change.Add, store.Sample{Family: w.families[family], Labels: labels, Value: 1})
+	}
+	for _, o := range out.Observations {
+		switch o.Kind {
+		case lifecycle.SandboxCreated:
+			observe(lifecycle.FamilySandboxCreation, dims(), o.Seconds)
+		case lifecycle.SandboxRecreated:
+			count(lifecycle.FamilySandboxRecreations, dims())
+		case lifecycle.SandboxTimedOut:
+			count(lifecycle.FamilySandboxCreationTimeouts, dims())
+		case lifecycle.SandboxExcluded:
+			count(lifecycle.FamilySandboxCreationsExcl, dims("user_error"))
+		case lifecycle.Terminated:
+			observe(lifecycle.FamilyTermination, dims(), o.Seconds)
+			if o.OverGrace {
+				count(lifecycle.FamilyTerminationsOverGrace, dims())
 			}
-			w.log.Log(context.Background(), level, "Observation skipped", "pod", klogRef(pod), "uid", pod.UID, "sli", s.SLI.String(), "reason", s.Reason.String())
+		case lifecycle.BecameReady:
+			observe(lifecycle.FamilyReadiness, dims(), o.Seconds)
+		case lifecycle.PhaseDone:
+			observe(lifecycle.FamilyStartupPhase, dims(o.Phase.String()), o.Seconds)
 		}
 	}
-	return w.store.Apply(change)
+	for _, s := range out.Skips {
+		change.Add = append(change.Add, store.Sample{Family: lifecycle.FamilySkipped, Labels: []string{s.SLI.String(), s.Reason.String()}, Value: 1})
+		level := slog.LevelInfo
+		if s.Reason == lifecycle.TooOld || s.Reason == lifecycle.TerminatedBeforeDelete {
+			// Expected for every old pod when podslo is first installed, and
+			// for every completed pod that is cleaned up.
+			level = slog.LevelDebug
+		}
+		if pod != nil {
+			w.log.Log(context.Background(), level, "Observation skipped", "pod", klogRef(pod), "uid", uid, "sli", s.SLI.String(), "reason", s.Reason.String())
+		} else {
+			w.log.Log(context.Background(), level, "Observation skipped", "uid", uid, "sli", s.SLI.String(), "reason", s.Reason.String())
+		}
+	}
+	return change
 }
 
 func (w *Watcher) meta(pod *lifecycle.Pod) *store.PodMeta {

@@ -29,6 +29,14 @@ func (t *trimmer) transform(obj any) (any, error) {
 		return t.pod(o), nil
 	case *lifecycle.Pod:
 		return o, nil
+	case *corev1.Event:
+		// What the user-error filter reads: which pod, and what went wrong.
+		return &corev1.Event{
+			ObjectMeta:     trimMeta(&o.ObjectMeta, nil, nil),
+			InvolvedObject: corev1.ObjectReference{Kind: o.InvolvedObject.Kind, Namespace: o.InvolvedObject.Namespace, Name: o.InvolvedObject.Name, UID: o.InvolvedObject.UID},
+			Reason:         o.Reason,
+			Message:        o.Message,
+		}, nil
 	case *corev1.PersistentVolumeClaim:
 		return &corev1.PersistentVolumeClaim{
 			ObjectMeta: trimMeta(&o.ObjectMeta, nil, nil),
@@ -68,6 +76,12 @@ func (t *trimmer) pod(p *corev1.Pod) *lifecycle.Pod {
 				vol.TemplateClass = tpl.Spec.StorageClassName
 			}
 			out.Volumes = append(out.Volumes, vol)
+		}
+	}
+	out.HasInitContainers = len(p.Spec.InitContainers) > 0
+	for i := range p.Status.ContainerStatuses {
+		if r := p.Status.ContainerStatuses[i].State.Running; r != nil && r.StartedAt.Unix() > out.ContainersStarted && !r.StartedAt.IsZero() {
+			out.ContainersStarted = r.StartedAt.Unix()
 		}
 	}
 	n := 0

@@ -5,9 +5,15 @@ import "strings"
 // Aggregate families: the store's name for each persisted series group. The
 // collectors turn them into the metric families of docs/metrics.md.
 const (
-	FamilySandboxCreation    = "sandbox_creation"
-	FamilySandboxRecreations = "sandbox_recreations"
-	FamilySkipped            = "skipped"
+	FamilySandboxCreation         = "sandbox_creation"
+	FamilySandboxRecreations      = "sandbox_recreations"
+	FamilySandboxCreationTimeouts = "sandbox_creation_timeouts"
+	FamilySandboxCreationsExcl    = "sandbox_creations_excluded"
+	FamilyTermination             = "termination"
+	FamilyTerminationsOverGrace   = "terminations_over_grace"
+	FamilyReadiness               = "readiness"
+	FamilyStartupPhase            = "startup_phase"
+	FamilySkipped                 = "skipped"
 )
 
 // FamilyID names a family together with the names of its configured extra

@@ -20,6 +20,11 @@ type Pod struct {
 	Volumes []Volume
 	// Conditions are the condition types podslo reads only.
 	Conditions []Condition
+	// ContainersStarted is the newest state.running.startedAt of the
+	// containers, in Unix seconds; 0 when none is running.
+	ContainersStarted int64
+	// HasInitContainers: the pod spec has init containers.
+	HasInitContainers bool
 }
 
 // Condition is a pod condition without the human-readable reason and

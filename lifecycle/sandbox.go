@@ -4,6 +4,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // DefaultSandboxConditionTypes are the condition types that mark a ready
@@ -13,19 +14,26 @@ var DefaultSandboxConditionTypes = []corev1.PodConditionType{
 	"PodHasNetwork",
 }
 
-// DefaultMaxObservationAge is the default for Config.MaxObservationAge.
-const DefaultMaxObservationAge = time.Hour
+// Defaults of Config.
+const (
+	DefaultMaxObservationAge      = time.Hour
+	DefaultSandboxCreationTimeout = 5 * time.Minute
+)
 
 // Config tunes Step.
 type Config struct {
 	// SandboxConditionTypes are looked up in order and the first one present
 	// on the pod is the sandbox condition. Default DefaultSandboxConditionTypes.
 	SandboxConditionTypes []corev1.PodConditionType
-	// MaxObservationAge: a first readiness that happened longer ago than this
-	// when podslo first sees it is remembered but not observed, so that
+	// MaxObservationAge: an event that happened longer ago than this when
+	// podslo first sees it is remembered but not observed, so that
 	// installing podslo in an old cluster does not flood the histograms with
 	// stale start-ups. Default DefaultMaxObservationAge.
 	MaxObservationAge time.Duration
+	// SandboxCreationTimeout: a scheduled pod whose sandbox is still not
+	// ready after this long counts once as a creation timeout. Default
+	// DefaultSandboxCreationTimeout.
+	SandboxCreationTimeout time.Duration
 }
 
 // Kind is the kind of an Observation.
@@ -39,12 +47,27 @@ const (
 	// was lost (node or VM crash). It has no latency: KEP-3085 notes that the
 	// start of a re-creation is not visible in the conditions.
 	SandboxRecreated
+	// SandboxTimedOut is a sandbox not ready within the creation timeout.
+	SandboxTimedOut
+	// SandboxExcluded is a creation or a timeout left out of the SLI because
+	// the pod's own spec was at fault (a missing Secret or ConfigMap).
+	SandboxExcluded
+	// Terminated is a pod's sandbox going away after its deletion request;
+	// Seconds is the latency, OverGrace whether it exceeded the grace period.
+	Terminated
+	// BecameReady is the first Ready; Seconds is its latency from the newest
+	// container start.
+	BecameReady
+	// PhaseDone is one start-up phase; Phase says which.
+	PhaseDone
 )
 
 // Observation is one new SLI data point.
 type Observation struct {
-	Kind    Kind
-	Seconds float64
+	Kind      Kind
+	Seconds   float64
+	Phase     Phase
+	OverGrace bool
 }
 
 // Outcome lists what a Step found new. Both slices are nil when nothing is,
@@ -57,81 +80,197 @@ type Outcome struct {
 // Empty reports whether the outcome holds nothing to record.
 func (o Outcome) Empty() bool { return len(o.Observations) == 0 && len(o.Skips) == 0 }
 
+func (o *Outcome) observe(obs Observation) { o.Observations = append(o.Observations, obs) }
+
 // Step derives the next State of a pod from its current object. It is pure:
 // the same now, pod and prev always give the same result, and pod is not
 // modified. When the returned State equals prev, nothing needs to be stored.
 func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
 	next := prev
 	var out Outcome
+	c := stepper{now: now.Unix(), pod: pod, cfg: cfg, next: &next, out: &out}
+	c.scheduling()
+	c.sandbox()
+	c.initialized()
+	c.readiness()
+	c.termination()
+	return next, out
+}
 
-	sandbox := pod.Condition(cfg.sandboxTypes()...)
+// stepper carries one Step's inputs and outputs through the SLIs.
+type stepper struct {
+	now  int64
+	pod  *Pod
+	cfg  *Config
+	next *State
+	out  *Outcome
+}
+
+// skipOnce counts a skip once per pod, SLI and reason.
+func (c *stepper) skipOnce(s Skip) {
+	if c.next.Skipped.Has(s) {
+		return
+	}
+	c.next.Skipped = c.next.Skipped.With(s)
+	c.out.Skips = append(c.out.Skips, s)
+}
+
+// tooOld reports whether an event at t happened longer ago than the max age.
+func (c *stepper) tooOld(t int64) bool {
+	return c.now-t > int64(c.cfg.maxAge()/time.Second)
+}
+
+// phase observes one start-up phase from start to end, once.
+func (c *stepper) phase(p Phase, start, end int64) {
+	if c.next.Phases.Has(p) || start == 0 || end == 0 {
+		return
+	}
+	c.next.Phases = c.next.Phases.With(p)
+	switch {
+	case end < start:
+		c.skipOnce(Skip{StartupPhase, NegativeDuration})
+	case c.tooOld(end):
+		c.skipOnce(Skip{StartupPhase, TooOld})
+	default:
+		c.out.observe(Observation{Kind: PhaseDone, Phase: p, Seconds: float64(end - start)})
+	}
+}
+
+// scheduling remembers when the pod was scheduled and observes the
+// scheduling phase.
+func (c *stepper) scheduling() {
+	s := c.pod.Condition(corev1.PodScheduled)
+	if s == nil || s.Status != corev1.ConditionTrue || s.LastTransitionTime == 0 {
+		return
+	}
+	if c.next.Scheduled == 0 {
+		c.next.Scheduled = s.LastTransitionTime
+	}
+	c.phase(PhaseScheduling, unix(c.pod.CreationTimestamp), s.LastTransitionTime)
+}
+
+func (c *stepper) sandbox() {
+	sandbox := c.pod.Condition(c.cfg.sandboxTypes()...)
 	if sandbox == nil {
-		return next, out
+		return
 	}
 	if !validStatus(sandbox.Status) || (sandbox.Status == corev1.ConditionTrue && sandbox.LastTransitionTime == 0) {
 		// Not consumed: a later well-formed update may still be observed, but
 		// the malformed one is counted only once per pod.
-		next.skipOnce(&out, Skip{SandboxCreation, InvalidCondition})
-		return next, out
+		c.skipOnce(Skip{SandboxCreation, InvalidCondition})
+		return
 	}
 	if sandbox.Status != corev1.ConditionTrue {
 		// False or Unknown: a sandbox being created, lost, or torn down at
 		// termination. None of these is an observation of creation.
-		return next, out
+		return
 	}
-
 	readyAt := sandbox.LastTransitionTime
 	switch {
-	case prev.FirstSandboxReady == 0:
-		next.FirstSandboxReady = readyAt
-		next.LastSandboxReady = readyAt
-		if reason, ok := next.firstCreation(now, pod, readyAt, cfg); ok {
-			out.Observations = append(out.Observations, Observation{Kind: SandboxCreated, Seconds: float64(next.SandboxCreation)})
-		} else {
-			out.Skips = append(out.Skips, Skip{SandboxCreation, reason})
-		}
-	case readyAt > prev.LastSandboxReady:
+	case c.next.FirstSandboxReady == 0:
+		c.next.FirstSandboxReady = readyAt
+		c.next.LastSandboxReady = readyAt
+		c.firstCreation(readyAt)
+	case readyAt > c.next.LastSandboxReady:
 		// A newer transition to True proves the sandbox was lost and rebuilt,
 		// even if podslo never saw the False in between (it was down).
-		next.LastSandboxReady = readyAt
-		next.Recreations++
-		out.Observations = append(out.Observations, Observation{Kind: SandboxRecreated})
+		c.next.LastSandboxReady = readyAt
+		c.next.Recreations++
+		c.out.observe(Observation{Kind: SandboxRecreated})
+	}
+}
+
+// firstCreation decides what the first sandbox readiness becomes: an
+// observation, an exclusion, or a skip with a reason. It is consumed either
+// way.
+func (c *stepper) firstCreation(readyAt int64) {
+	skip := func(r Reason) { c.out.Skips = append(c.out.Skips, Skip{SandboxCreation, r}) }
+	scheduled := c.pod.Condition(corev1.PodScheduled)
+	switch {
+	case scheduled == nil:
+		skip(NoScheduledCondition)
+		return
+	case !validStatus(scheduled.Status):
+		skip(InvalidCondition)
+		return
+	case scheduled.Status != corev1.ConditionTrue:
+		skip(NoScheduledCondition)
+		return
+	case scheduled.LastTransitionTime == 0:
+		skip(InvalidCondition)
+		return
+	}
+	if c.next.UserError {
+		// The wait was for the pod author's missing Secret or ConfigMap: it
+		// says nothing about CSI, CNI or the runtime handler, so neither the
+		// SLI nor the sandbox phase gets it.
+		c.next.Phases = c.next.Phases.With(PhaseSandbox)
+		c.exclude()
+		if readyAt >= scheduled.LastTransitionTime {
+			c.next.SandboxCreation = readyAt - scheduled.LastTransitionTime
+			c.next.HasSandboxCreation = true
+		}
+		return
+	}
+	c.phase(PhaseSandbox, scheduled.LastTransitionTime, readyAt)
+	if readyAt < scheduled.LastTransitionTime {
+		skip(NegativeDuration)
+		return
+	}
+	latency := readyAt - scheduled.LastTransitionTime
+	c.next.SandboxCreation = latency
+	c.next.HasSandboxCreation = true
+	if c.tooOld(readyAt) {
+		skip(TooOld)
+		return
+	}
+	c.out.observe(Observation{Kind: SandboxCreated, Seconds: float64(latency)})
+}
+
+// exclude counts the pod once in the excluded creations.
+func (c *stepper) exclude() {
+	if c.next.Excluded {
+		return
+	}
+	c.next.Excluded = true
+	c.out.observe(Observation{Kind: SandboxExcluded})
+}
+
+// Timeout is the periodic check of a pod that may be waiting for its first
+// sandbox: past the creation timeout it counts once, as a timeout or, for a
+// user error, as an exclusion. A pod that times out and later becomes ready
+// is still observed in the creation histogram.
+func Timeout(now time.Time, prev State, cfg *Config) (State, Outcome) {
+	next := prev
+	var out Outcome
+	if prev.Scheduled == 0 || prev.FirstSandboxReady != 0 || prev.TimedOut || prev.DeletionRequested != 0 {
+		return next, out
+	}
+	if now.Unix()-prev.Scheduled <= int64(cfg.timeout()/time.Second) {
+		return next, out
+	}
+	next.TimedOut = true
+	c := stepper{now: now.Unix(), cfg: cfg, next: &next, out: &out}
+	if prev.UserError {
+		c.exclude()
+	} else {
+		out.observe(Observation{Kind: SandboxTimedOut})
 	}
 	return next, out
 }
 
-// firstCreation fills the creation latency of a first sandbox readiness and
-// reports whether it is to be observed, or else why not.
-func (s *State) firstCreation(now time.Time, pod *Pod, readyAt int64, cfg *Config) (Reason, bool) {
-	scheduled := pod.Condition(corev1.PodScheduled)
-	switch {
-	case scheduled == nil:
-		return NoScheduledCondition, false
-	case !validStatus(scheduled.Status):
-		return InvalidCondition, false
-	case scheduled.Status != corev1.ConditionTrue:
-		return NoScheduledCondition, false
-	case scheduled.LastTransitionTime == 0:
-		return InvalidCondition, false
-	}
-	latency := readyAt - scheduled.LastTransitionTime
-	if latency < 0 {
-		return NegativeDuration, false
-	}
-	s.SandboxCreation = latency
-	s.HasSandboxCreation = true
-	if now.Unix()-readyAt > int64(cfg.maxAge()/time.Second) {
-		return TooOld, false
-	}
-	return 0, true
+// Pending reports whether the pod is scheduled and still waiting for its
+// first sandbox.
+func (s *State) Pending() bool {
+	return s.Scheduled != 0 && s.FirstSandboxReady == 0 && s.DeletionRequested == 0
 }
 
-func (s *State) skipOnce(out *Outcome, skip Skip) {
-	if s.Skipped.Has(skip) {
-		return
-	}
-	s.Skipped = s.Skipped.With(skip)
-	out.Skips = append(out.Skips, skip)
+// MarkUserError records that a FailedMount event blamed the pod's own spec.
+// It only matters before the first sandbox readiness: what was observed
+// stays observed.
+func MarkUserError(prev State) State {
+	prev.UserError = true
+	return prev
 }
 
 func (c *Config) sandboxTypes() []corev1.PodConditionType {
@@ -146,6 +285,21 @@ func (c *Config) maxAge() time.Duration {
 		return DefaultMaxObservationAge
 	}
 	return c.MaxObservationAge
+}
+
+func (c *Config) timeout() time.Duration {
+	if c.SandboxCreationTimeout <= 0 {
+		return DefaultSandboxCreationTimeout
+	}
+	return c.SandboxCreationTimeout
+}
+
+// unix is t in Unix seconds, or 0 for the zero time (whose Unix() is not 0).
+func unix(t metav1.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
 }
 
 func validStatus(s corev1.ConditionStatus) bool {

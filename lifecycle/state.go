@@ -10,6 +10,13 @@ const (
 	// SandboxCreation is the latency from PodScheduled to the first sandbox
 	// readiness (KEP-3085).
 	SandboxCreation SLI = iota
+	// Termination is the latency from the deletion request to the sandbox
+	// going away (KEP-3085 Story 5).
+	Termination
+	// Readiness is the latency from the newest container start to Ready.
+	Readiness
+	// StartupPhase is the start-up breakdown by phase.
+	StartupPhase
 	numSLIs
 )
 
@@ -17,6 +24,12 @@ func (s SLI) String() string {
 	switch s {
 	case SandboxCreation:
 		return "sandbox_creation"
+	case Termination:
+		return "termination"
+	case Readiness:
+		return "readiness"
+	case StartupPhase:
+		return "startup_phase"
 	}
 	return fmt.Sprintf("sli(%d)", uint8(s))
 }
@@ -37,6 +50,16 @@ const (
 	// InvalidCondition: a condition has a zero time or a status other than
 	// True, False or Unknown.
 	InvalidCondition
+	// Vanished: the pod was deleted before its termination could be
+	// measured: a force deletion, or a pod whose sandbox never existed.
+	Vanished
+	// TerminatedBeforeDelete: the sandbox was already gone when the
+	// deletion was requested (a completed pod, say), so the deletion cost
+	// no termination.
+	TerminatedBeforeDelete
+	// NoContainerStarted: the pod is Ready but no container reports a
+	// running start time.
+	NoContainerStarted
 	numReasons
 )
 
@@ -50,6 +73,12 @@ func (r Reason) String() string {
 		return "no_scheduled_condition"
 	case InvalidCondition:
 		return "invalid_condition"
+	case Vanished:
+		return "vanished"
+	case TerminatedBeforeDelete:
+		return "terminated_before_delete"
+	case NoContainerStarted:
+		return "no_container_started"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -73,10 +102,61 @@ func (m SkipSet) Has(s Skip) bool { return m&skipBit(s) != 0 }
 // With returns the set with s added.
 func (m SkipSet) With(s Skip) SkipSet { return m | skipBit(s) }
 
+// Phase is a start-up phase of podslo_pod_startup_phase_duration_seconds.
+type Phase uint8
+
+const (
+	// PhaseScheduling runs from creation to PodScheduled.
+	PhaseScheduling Phase = iota
+	// PhaseSandbox runs from PodScheduled to the first sandbox readiness.
+	PhaseSandbox
+	// PhaseInit runs from sandbox readiness to Initialized, for pods with
+	// init containers only.
+	PhaseInit
+	// PhaseContainers runs from the later of sandbox readiness and
+	// Initialized to the newest container start.
+	PhaseContainers
+	// PhaseReadiness runs from the newest container start to Ready.
+	PhaseReadiness
+	// PhaseTotal runs from creation to Ready.
+	PhaseTotal
+	numPhases
+)
+
+func (p Phase) String() string {
+	switch p {
+	case PhaseScheduling:
+		return "scheduling"
+	case PhaseSandbox:
+		return "sandbox"
+	case PhaseInit:
+		return "init"
+	case PhaseContainers:
+		return "containers"
+	case PhaseReadiness:
+		return "readiness"
+	case PhaseTotal:
+		return "total"
+	}
+	return fmt.Sprintf("phase(%d)", uint8(p))
+}
+
+// PhaseSet remembers which phases are done: observed or skipped.
+type PhaseSet uint8
+
+// Has reports whether p is done.
+func (m PhaseSet) Has(p Phase) bool { return m&(1<<p) != 0 }
+
+// With returns the set with p added.
+func (m PhaseSet) With(p Phase) PhaseSet { return m | 1<<p }
+
 // State is everything podslo must remember about one pod UID to observe each
 // SLI exactly once, across exporter restarts. Times are Unix seconds, the
 // precision of condition timestamps; zero means "not seen".
 type State struct {
+	// Scheduled is the lastTransitionTime of PodScheduled=True; it starts
+	// the sandbox creation timeout.
+	Scheduled int64
 	// FirstSandboxReady is the lastTransitionTime of the first sandbox
 	// condition seen True. Once set, the first creation is consumed: it was
 	// observed, or skipped with a reason, and never looked at again.
@@ -92,6 +172,34 @@ type State struct {
 	// HasSandboxCreation is set when the first creation latency is known and
 	// not negative, whether or not it went into the histogram.
 	HasSandboxCreation bool
+	// TimedOut: the sandbox was not ready within the creation timeout.
+	TimedOut bool
+	// UserError: a FailedMount event blamed a missing Secret or ConfigMap,
+	// which is the pod author's doing, not the platform's.
+	UserError bool
+	// Excluded: the pod was counted in the excluded creations instead of
+	// the creation histogram or the timeouts.
+	Excluded bool
+
+	// DeletionRequested is the first deletion request time seen:
+	// deletionTimestamp minus deletionGracePeriodSeconds. A later, shorter
+	// delete does not move it.
+	DeletionRequested int64
+	// Termination is the termination latency, valid when HasTermination.
+	Termination    int64
+	HasTermination bool
+	// TerminationDone: the termination was observed or skipped.
+	TerminationDone bool
+
+	// FirstReady is the lastTransitionTime of the first Ready=True seen.
+	FirstReady int64
+	// Readiness is the latency from the newest container start to Ready,
+	// valid when HasReadiness.
+	Readiness    int64
+	HasReadiness bool
+
+	// Phases holds the start-up phases already observed or skipped.
+	Phases PhaseSet
 	// Skipped holds the skips already counted.
 	Skipped SkipSet
 }

@@ -54,23 +54,67 @@ func uidFromKey(k []byte) (types.UID, error) {
 }
 
 // State flag bits in the encoded pod record.
-const flagHasSandboxCreation = 1 << 0
+const (
+	flagHasSandboxCreation = 1 << iota
+	flagTimedOut
+	flagUserError
+	flagExcluded
+	flagHasTermination
+	flagTerminationDone
+	flagHasReadiness
+)
 
+// encodeState writes times as varints, most of them as deltas from the
+// time the pod was scheduled, which keeps a record around 20 bytes.
 func encodeState(s lifecycle.State) []byte {
-	b := make([]byte, 0, 24)
+	b := make([]byte, 0, 40)
 	b = append(b, podRecordV1)
-	var flags byte
-	if s.HasSandboxCreation {
-		flags |= flagHasSandboxCreation
+	flags := flag(s.HasSandboxCreation, flagHasSandboxCreation) | flag(s.TimedOut, flagTimedOut) |
+		flag(s.UserError, flagUserError) | flag(s.Excluded, flagExcluded) | flag(s.HasTermination, flagHasTermination) |
+		flag(s.TerminationDone, flagTerminationDone) | flag(s.HasReadiness, flagHasReadiness)
+	b = append(b, flags, byte(s.Phases))
+	base := s.Scheduled
+	b = binary.AppendVarint(b, base)
+	for _, t := range []int64{s.FirstSandboxReady, s.LastSandboxReady, s.DeletionRequested, s.FirstReady} {
+		b = appendTime(b, t, base)
 	}
-	b = append(b, flags)
-	b = binary.AppendVarint(b, s.FirstSandboxReady)
-	// Stored as a delta: it is almost always 0 or small.
-	b = binary.AppendVarint(b, s.LastSandboxReady-s.FirstSandboxReady)
 	b = binary.AppendVarint(b, s.SandboxCreation)
+	b = binary.AppendVarint(b, s.Termination)
+	b = binary.AppendVarint(b, s.Readiness)
 	b = binary.AppendUvarint(b, uint64(s.Recreations))
 	b = binary.AppendUvarint(b, uint64(s.Skipped))
 	return b
+}
+
+func flag(set bool, bit byte) byte {
+	if set {
+		return bit
+	}
+	return 0
+}
+
+// appendTime writes 0 for "not seen" and otherwise the delta from base plus
+// one, so that a time equal to base is not mistaken for "not seen".
+func appendTime(b []byte, t, base int64) []byte {
+	if t == 0 {
+		return binary.AppendVarint(b, 0)
+	}
+	d := t - base
+	if d >= 0 {
+		d++
+	}
+	return binary.AppendVarint(b, d)
+}
+
+func readTime(r *reader, base int64) int64 {
+	d := r.varint()
+	switch {
+	case d == 0:
+		return 0
+	case d > 0:
+		return base + d - 1
+	}
+	return base + d
 }
 
 func decodeState(b []byte) (lifecycle.State, error) {
@@ -81,9 +125,21 @@ func decodeState(b []byte) (lifecycle.State, error) {
 	}
 	flags := r.byte()
 	s.HasSandboxCreation = flags&flagHasSandboxCreation != 0
-	s.FirstSandboxReady = r.varint()
-	s.LastSandboxReady = s.FirstSandboxReady + r.varint()
+	s.TimedOut = flags&flagTimedOut != 0
+	s.UserError = flags&flagUserError != 0
+	s.Excluded = flags&flagExcluded != 0
+	s.HasTermination = flags&flagHasTermination != 0
+	s.TerminationDone = flags&flagTerminationDone != 0
+	s.HasReadiness = flags&flagHasReadiness != 0
+	s.Phases = lifecycle.PhaseSet(r.byte())
+	s.Scheduled = r.varint()
+	s.FirstSandboxReady = readTime(&r, s.Scheduled)
+	s.LastSandboxReady = readTime(&r, s.Scheduled)
+	s.DeletionRequested = readTime(&r, s.Scheduled)
+	s.FirstReady = readTime(&r, s.Scheduled)
 	s.SandboxCreation = r.varint()
+	s.Termination = r.varint()
+	s.Readiness = r.varint()
 	s.Recreations = uint32(r.uvarint())
 	s.Skipped = lifecycle.SkipSet(r.uvarint())
 	return s, r.done()

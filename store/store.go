@@ -115,12 +115,15 @@ type Change struct {
 	Observe []Sample
 	// Add increments counter families.
 	Add []Sample
+	// Forget deletes the pod's record in the same transaction: the pod is
+	// gone, and what its last change counted must not be lost or repeated.
+	Forget bool
 }
 
 type pod struct {
 	state lifecycle.State
 	// meta is nil for a pod loaded from disk and not yet seen by the
-	// informer since start; such pods are dropped by DropUnseen.
+	// informer since start; Unseen lists such pods.
 	meta *PodMeta
 }
 
@@ -320,7 +323,7 @@ func (s *Store) Apply(c Change) error {
 
 	p, known := s.pods[c.UID]
 	stateChanged := !known || p.state != c.State
-	if !stateChanged && len(c.Observe) == 0 && len(c.Add) == 0 {
+	if !stateChanged && len(c.Observe) == 0 && len(c.Add) == 0 && !c.Forget {
 		// Nothing to persist: only the live metadata may have moved.
 		if c.Meta != nil {
 			p.meta = c.Meta
@@ -335,7 +338,13 @@ func (s *Store) Apply(c Change) error {
 	}
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
-	if stateChanged {
+	switch {
+	case c.Forget:
+		if err := txn.Delete(podKey(c.UID)); err != nil {
+			s.stats.count(OpApply, false)
+			return fmt.Errorf("forget pod %s: %w", c.UID, err)
+		}
+	case stateChanged:
 		if err := txn.Set(podKey(c.UID), encodeState(c.State)); err != nil {
 			s.stats.count(OpApply, false)
 			return fmt.Errorf("write pod %s: %w", c.UID, err)
@@ -353,6 +362,13 @@ func (s *Store) Apply(c Change) error {
 	}
 	s.stats.count(OpApply, true)
 
+	for key, sr := range updated {
+		s.series[key] = sr
+	}
+	if c.Forget {
+		delete(s.pods, c.UID)
+		return nil
+	}
 	if !known {
 		p = &pod{}
 		s.pods[c.UID] = p
@@ -360,9 +376,6 @@ func (s *Store) Apply(c Change) error {
 	p.state = c.State
 	if c.Meta != nil {
 		p.meta = c.Meta
-	}
-	for key, sr := range updated {
-		s.series[key] = sr
 	}
 	return nil
 }
@@ -436,38 +449,19 @@ func (s *Store) Delete(uid types.UID) error {
 	return nil
 }
 
-// DropUnseen forgets every pod loaded from disk that the caller has not
-// applied a change with metadata for since Open. Call it once the informer
-// has replayed every live pod: what is left was deleted while podslo was down.
-func (s *Store) DropUnseen() (int, error) {
-	if s.closed.Load() {
-		return 0, ErrClosed
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var gone []types.UID
+// Unseen returns the pods loaded from disk that no change with metadata has
+// touched since Open, with their states. Once the informer has replayed
+// every live pod, these are the pods deleted while podslo was down.
+func (s *Store) Unseen() map[types.UID]lifecycle.State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := map[types.UID]lifecycle.State{}
 	for uid, p := range s.pods {
 		if p.meta == nil {
-			gone = append(gone, uid)
+			out[uid] = p.state
 		}
 	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, uid := range gone {
-		if err := wb.Delete(podKey(uid)); err != nil {
-			s.stats.count(OpDelete, false)
-			return 0, fmt.Errorf("delete unseen pod %s: %w", uid, err)
-		}
-	}
-	if err := wb.Flush(); err != nil {
-		s.stats.count(OpDelete, false)
-		return 0, fmt.Errorf("delete %d unseen pods: %w", len(gone), err)
-	}
-	for _, uid := range gone {
-		delete(s.pods, uid)
-		s.stats.count(OpDelete, true)
-	}
-	return len(gone), nil
+	return out
 }
 
 // Pods calls fn for every pod that is live (seen since Open), under a read

@@ -169,7 +169,7 @@ func TestFailedApplyChangesNothing(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Stats().Failed(OpApply))
 }
 
-func TestDeleteAndDropUnseen(t *testing.T) {
+func TestDeleteUnseenAndForget(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
 	for _, uid := range []types.UID{uidA, uidB, "c"} {
@@ -182,9 +182,11 @@ func TestDeleteAndDropUnseen(t *testing.T) {
 	s = open(t, dir)
 	assert.Equal(t, 2, s.Len())
 	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}))
-	n, err := s.DropUnseen()
-	require.NoError(t, err)
-	assert.Equal(t, 1, n, "uidB was deleted while the exporter was down")
+	assert.Equal(t, map[types.UID]lifecycle.State{uidB: {FirstSandboxReady: 1}}, s.Unseen(), "uidB was deleted while the exporter was down")
+
+	// Forgetting a pod and counting what its end means is one transaction.
+	require.NoError(t, s.Apply(Change{UID: uidB, Forget: true, Add: []Sample{{Family: "skipped", Labels: []string{"termination", "vanished"}, Value: 1}}}))
+	assert.Empty(t, s.Unseen())
 	require.NoError(t, s.Close())
 
 	s = open(t, dir)
@@ -192,6 +194,7 @@ func TestDeleteAndDropUnseen(t *testing.T) {
 	assert.False(t, ok)
 	_, ok = s.Get(uidA)
 	assert.True(t, ok)
+	assert.Equal(t, map[string]seriesView{"skipped/termination\xffvanished": {Value: 1}}, aggregates(s))
 }
 
 func TestCloseIsIdempotentAndFinal(t *testing.T) {
@@ -200,8 +203,6 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	require.NoError(t, s.Close())
 	assert.ErrorIs(t, s.Apply(Change{UID: uidA}), ErrClosed)
 	assert.ErrorIs(t, s.Delete(uidA), ErrClosed)
-	_, err := s.DropUnseen()
-	assert.ErrorIs(t, err, ErrClosed)
 }
 
 func TestSecondOpenIsLocked(t *testing.T) {

@@ -1,0 +1,42 @@
+package informers
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Real kubelet FailedMount messages, and the KEP's own form.
+func TestDefaultUserErrorEventRegex(t *testing.T) {
+	re := regexp.MustCompile(DefaultUserErrorEventRegex)
+	userErrors := []string{
+		// Kubelet 1.20 and later (operation executor, event message).
+		`MountVolume.SetUp failed for volume "config" : configmap "app-config" not found`,
+		`MountVolume.SetUp failed for volume "db-creds" : secret "db" not found`,
+		// Older kubelets quoted the API's NotFound error, with the plural.
+		`MountVolume.SetUp failed for volume "config" : configmaps "app-config" not found`,
+		`MountVolume.SetUp failed for volume "db-creds" : secrets "db" not found`,
+		// Projected volumes list every source's error.
+		`MountVolume.SetUp failed for volume "kube-api-access-x7k2p" : configmap "kube-root-ca.crt" not found`,
+		`MountVolume.SetUp failed for volume "bundle" : [configmap "a" not found, secret "b" not found]`,
+		`MountVolume.SetUp failed for volume "bundle" : [failed to fetch token: serviceaccounts "x" is forbidden, configmap "a" not found]`,
+		// The KEP's example form.
+		`MountVolume.SetUp failed for volume "config-map app" : config-map "app" not found`,
+	}
+	for _, m := range userErrors {
+		assert.True(t, re.MatchString(m), "should match: %s", m)
+	}
+	platform := []string{
+		// The kubelet's configmap manager has not registered the pod yet: a
+		// kubelet matter, not the pod author's.
+		`MountVolume.SetUp failed for volume "config" : object "default"/"app-config" not registered`,
+		`MountVolume.SetUp failed for volume "pvc-1f0c" : rpc error: code = Internal desc = mount failed: exit status 32`,
+		`MountVolume.MountDevice failed for volume "pvc-1f0c" : rpc error: code = DeadlineExceeded desc = context deadline exceeded`,
+		`Unable to attach or mount volumes: unmounted volumes=[data], unattached volumes=[data]: timed out waiting for the condition`,
+		`MountVolume.SetUp failed for volume "config" : failed to sync configmap cache: timed out waiting for the condition`,
+	}
+	for _, m := range platform {
+		assert.False(t, re.MatchString(m), "should not match: %s", m)
+	}
+}

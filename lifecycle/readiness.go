@@ -1,0 +1,70 @@
+package lifecycle
+
+import corev1 "k8s.io/api/core/v1"
+
+// initialized observes the init phase: from the first sandbox readiness to
+// Initialized, for pods with init containers only (for the others,
+// Initialized is set before the sandbox exists and means nothing here).
+func (c *stepper) initialized() {
+	if !c.pod.HasInitContainers {
+		return
+	}
+	in := c.pod.Condition(corev1.PodInitialized)
+	if in == nil || in.Status != corev1.ConditionTrue {
+		return
+	}
+	c.phase(PhaseInit, c.next.FirstSandboxReady, in.LastTransitionTime)
+}
+
+// readiness observes the first Ready: its latency from the newest container
+// start, which is the time readiness probes add, and the phases that end
+// with it.
+func (c *stepper) readiness() {
+	ready := c.pod.Condition(corev1.PodReady)
+	if ready == nil || c.next.FirstReady != 0 {
+		return
+	}
+	if !validStatus(ready.Status) || (ready.Status == corev1.ConditionTrue && ready.LastTransitionTime == 0) {
+		c.skipOnce(Skip{Readiness, InvalidCondition})
+		return
+	}
+	if ready.Status != corev1.ConditionTrue {
+		return
+	}
+	readyAt := ready.LastTransitionTime
+	c.next.FirstReady = readyAt
+	started := c.pod.ContainersStarted
+
+	// Containers start after the sandbox and, with init containers, after
+	// Initialized.
+	containersFrom := c.next.FirstSandboxReady
+	if in := c.pod.Condition(corev1.PodInitialized); c.pod.HasInitContainers && in != nil && in.Status == corev1.ConditionTrue && in.LastTransitionTime > containersFrom {
+		containersFrom = in.LastTransitionTime
+	}
+	c.phase(PhaseContainers, containersFrom, started)
+	c.phase(PhaseReadiness, started, readyAt)
+	if c.next.UserError {
+		// Like the sandbox phase, the total holds the wait for the pod
+		// author's missing Secret or ConfigMap.
+		c.next.Phases = c.next.Phases.With(PhaseTotal)
+	} else {
+		c.phase(PhaseTotal, unix(c.pod.CreationTimestamp), readyAt)
+	}
+
+	switch {
+	case started == 0:
+		c.out.Skips = append(c.out.Skips, Skip{Readiness, NoContainerStarted})
+	case readyAt < started:
+		// A container restarted after Ready and podslo missed the first
+		// Ready: the two times no longer belong together.
+		c.out.Skips = append(c.out.Skips, Skip{Readiness, NegativeDuration})
+	default:
+		c.next.Readiness = readyAt - started
+		c.next.HasReadiness = true
+		if c.tooOld(readyAt) {
+			c.out.Skips = append(c.out.Skips, Skip{Readiness, TooOld})
+			return
+		}
+		c.out.observe(Observation{Kind: BecameReady, Seconds: float64(c.next.Readiness)})
+	}
+}

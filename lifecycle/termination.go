@@ -1,0 +1,69 @@
+package lifecycle
+
+import corev1 "k8s.io/api/core/v1"
+
+// termination measures KEP-3085 Story 5: from the deletion request to the
+// lastTransitionTime of the first sandbox False at or after it.
+// deletionTimestamp is the request time plus the grace period, so the
+// request time is deletionTimestamp - deletionGracePeriodSeconds.
+func (c *stepper) termination() {
+	if c.pod.DeletionTimestamp == nil || c.next.TerminationDone {
+		return
+	}
+	sandbox := c.pod.Condition(c.cfg.sandboxTypes()...)
+	if c.next.DeletionRequested == 0 {
+		var grace int64
+		if g := c.pod.DeletionGracePeriodSeconds; g != nil {
+			grace = *g
+		}
+		requested := c.pod.DeletionTimestamp.Unix() - grace
+		c.next.DeletionRequested = requested
+		// A sandbox that was ready once and is already down when the
+		// deletion is first seen went away before the request (a completed
+		// pod): the deletion cost no termination. One that never was ready
+		// is left to vanish.
+		if c.next.FirstSandboxReady != 0 && sandbox != nil && sandbox.Status != corev1.ConditionTrue && sandbox.LastTransitionTime < requested {
+			c.next.TerminationDone = true
+			c.out.Skips = append(c.out.Skips, Skip{Termination, TerminatedBeforeDelete})
+			return
+		}
+	}
+	if sandbox == nil || sandbox.Status != corev1.ConditionFalse || c.next.FirstSandboxReady == 0 {
+		return
+	}
+	down := sandbox.LastTransitionTime
+	if down <= c.next.LastSandboxReady {
+		// A False older than the newest readiness seen is stale.
+		return
+	}
+	c.next.TerminationDone = true
+	requested := c.next.DeletionRequested
+	if down < requested {
+		// The sandbox went down after it was last ready and after the
+		// deletion was seen, yet before the request by the clocks: the
+		// kubelet's clock is behind the API server's.
+		c.out.Skips = append(c.out.Skips, Skip{Termination, NegativeDuration})
+		return
+	}
+	c.next.Termination = down - requested
+	c.next.HasTermination = true
+	if c.tooOld(down) {
+		c.out.Skips = append(c.out.Skips, Skip{Termination, TooOld})
+		return
+	}
+	// The grace period ends at the current deletionTimestamp, which a
+	// second, shorter delete may have moved earlier.
+	overGrace := down > c.pod.DeletionTimestamp.Unix()
+	c.out.observe(Observation{Kind: Terminated, Seconds: float64(c.next.Termination), OverGrace: overGrace})
+}
+
+// Vanish is the pod's deletion from the API: a termination not measured by
+// then never will be.
+func Vanish(prev State) (State, Outcome) {
+	var out Outcome
+	if !prev.TerminationDone {
+		prev.TerminationDone = true
+		out.Skips = append(out.Skips, Skip{Termination, Vanished})
+	}
+	return prev, out
+}
