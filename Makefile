@@ -11,7 +11,7 @@ CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 TESTBIN ?= $(CACHE_HOME)/podslo/testbin/$(K8S_VERSION)
 export PODSLO_TESTBIN := $(TESTBIN)
 
-.PHONY: build test unit testbin lint bench clean
+.PHONY: build test unit testbin lint bench fuzz clean
 
 build:
 	$(GO) build -o bin/podslo .
@@ -42,6 +42,15 @@ lint:
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
+
+## fuzz: fuzz the pod -> observation step for FUZZTIME, then keep the corpus
+## it found under lifecycle/testdata, where `go test` replays it every run.
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzStep$$' -fuzztime $(FUZZTIME) ./lifecycle/
+	@mkdir -p lifecycle/testdata/fuzz/FuzzStep
+	cp -n "$$($(GO) env GOCACHE)"/fuzz/github.com/podslo/podslo/lifecycle/FuzzStep/* lifecycle/testdata/fuzz/FuzzStep/ 2>/dev/null || true
+	@echo "corpus: $$(ls lifecycle/testdata/fuzz/FuzzStep | wc -l) inputs in lifecycle/testdata/fuzz/FuzzStep"
 
 ## bench: the benchmarks of docs/benchmarks.md.
 bench:

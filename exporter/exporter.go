@@ -66,11 +66,12 @@ func (o *Options) Start(ctx context.Context) error {
 			MaxObservationAge:      o.MaxObservationAge,
 			SandboxCreationTimeout: o.SandboxCreationTimeout,
 		},
-		UserErrorEventRegex: o.UserErrorEventRegex,
-		PodLabels:           o.PodLabels,
-		HistogramLabels:     histogramLabels,
-		OnEvent:             func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
-		Logger:              log.With("component", "informers"),
+		UserErrorEventRegex:  o.UserErrorEventRegex,
+		TimeoutCheckInterval: o.timeoutCheckInterval,
+		PodLabels:            o.PodLabels,
+		HistogramLabels:      histogramLabels,
+		OnEvent:              func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
+		Logger:               log.With("component", "informers"),
 	})
 	if err != nil {
 		return err

@@ -33,7 +33,12 @@ import (
 // strategic merge patch on the status subresource, merged by condition type.
 func kubelet(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, conds ...corev1.PodCondition) {
 	t.Helper()
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": conds}})
+	patchStatus(t, c, pod, map[string]any{"status": map[string]any{"conditions": conds}})
+}
+
+func patchStatus(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, patch map[string]any) {
+	t.Helper()
+	body, err := json.Marshal(patch)
 	require.NoError(t, err)
 	_, err = c.CoreV1().Pods(pod.Namespace).Patch(context.Background(), pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
 	require.NoError(t, err)

@@ -63,6 +63,9 @@ type Options struct {
 
 	// listener, when set by tests, replaces ListenAddress.
 	listener net.Listener
+	// timeoutCheckInterval, when set by tests, replaces the 5s between
+	// creation-timeout checks.
+	timeoutCheckInterval time.Duration
 }
 
 // Complete fills in the defaults.

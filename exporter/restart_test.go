@@ -143,3 +143,44 @@ podslo_store_tracked_pods 3
 		})
 	}
 }
+
+// TestRestartDuringTermination kills the exporter between a pod's deletion
+// request and its sandbox going away, then again after the termination was
+// observed: it is counted once, from the first request.
+func TestRestartDuringTermination(t *testing.T) {
+	env := testenv.Start(t)
+	bin := testenv.PodsloBinary(t)
+	state := t.TempDir()
+	c := env.Client
+	ctx := context.Background()
+	const ns = "terminating"
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	first := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	p := createPod(t, c, ns, podSpec{name: "leaving", team: "a"})
+	ct := p.CreationTimestamp.Time
+	kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, ct.Add(-10*time.Second)), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, ct.Add(-8*time.Second)))
+	eventuallyValue(t, first.url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "leaving"}, 2)
+	requested := deleteWithGrace(t, c, p, 30)
+	first.kill(t)
+
+	// The kubelet tears the sandbox down while podslo is down.
+	kubelet(t, c, p, condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, requested.Add(3*time.Second)))
+
+	const name = "podslo_pod_termination_duration_seconds"
+	want := "# HELP " + name + " Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.\n# TYPE " + name + " histogram\n" +
+		histogramText(name, `runtime_class="none",storage_class="none"`, 3)
+	second := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	require.NoError(t, testutil.ScrapeAndCompare(second.url+"/metrics", strings.NewReader(want), name), "observed once after the restart")
+	second.kill(t)
+
+	third := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	require.NoError(t, testutil.ScrapeAndCompare(third.url+"/metrics", strings.NewReader(want), name), "not again after another")
+	// The kubelet removes the pod: the termination was measured, so it did
+	// not vanish.
+	zero := int64(0)
+	require.NoError(t, c.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	require.Eventually(t, func() bool { return !strings.Contains(scrapeText(t, third.url, "text/plain"), `pod="leaving"`) }, 30*time.Second, 50*time.Millisecond)
+	require.NotContains(t, scrapeText(t, third.url, "text/plain"), `reason="vanished"`)
+}

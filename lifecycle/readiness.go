@@ -53,16 +53,16 @@ func (c *stepper) readiness() {
 
 	switch {
 	case started == 0:
-		c.out.Skips = append(c.out.Skips, Skip{Readiness, NoContainerStarted})
+		c.skipOnce(Skip{Readiness, NoContainerStarted})
 	case readyAt < started:
 		// A container restarted after Ready and podslo missed the first
 		// Ready: the two times no longer belong together.
-		c.out.Skips = append(c.out.Skips, Skip{Readiness, NegativeDuration})
+		c.skipOnce(Skip{Readiness, NegativeDuration})
 	default:
 		c.next.Readiness = readyAt - started
 		c.next.HasReadiness = true
 		if c.tooOld(readyAt) {
-			c.out.Skips = append(c.out.Skips, Skip{Readiness, TooOld})
+			c.skipOnce(Skip{Readiness, TooOld})
 			return
 		}
 		c.out.observe(Observation{Kind: BecameReady, Seconds: float64(c.next.Readiness)})

@@ -184,7 +184,7 @@ func (c *stepper) sandbox() {
 // observation, an exclusion, or a skip with a reason. It is consumed either
 // way.
 func (c *stepper) firstCreation(readyAt int64) {
-	skip := func(r Reason) { c.out.Skips = append(c.out.Skips, Skip{SandboxCreation, r}) }
+	skip := func(r Reason) { c.skipOnce(Skip{SandboxCreation, r}) }
 	scheduled := c.pod.Condition(corev1.PodScheduled)
 	switch {
 	case scheduled == nil:

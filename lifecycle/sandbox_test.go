@@ -242,8 +242,7 @@ func TestStepEdgeCases(t *testing.T) {
 			want: want{
 				created: []float64{3},
 				skips:   []Skip{{SandboxCreation, InvalidCondition}},
-				state: sandboxState{FirstSandboxReady: 1714557603, LastSandboxReady: 1714557603, SandboxCreation: 3, HasSandboxCreation: true,
-					Skipped: SkipSet(0).With(Skip{SandboxCreation, InvalidCondition})},
+				state:   sandboxState{FirstSandboxReady: 1714557603, LastSandboxReady: 1714557603, SandboxCreation: 3, HasSandboxCreation: true},
 			},
 		},
 		{
@@ -290,6 +289,11 @@ func TestStepEdgeCases(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := run(t, &tt.cfg, tt.snaps)
+			// Every skip counted is remembered, so that it is never counted
+			// again.
+			for _, sk := range tt.want.skips {
+				tt.want.state.Skipped = tt.want.state.Skipped.With(sk)
+			}
 			assert.Equal(t, tt.want.created, got.created, "creations")
 			assert.Equal(t, tt.want.recreations, got.recreations, "recreations")
 			assert.Equal(t, tt.want.skips, got.skips, "skips")

@@ -24,7 +24,7 @@ func (c *stepper) termination() {
 		// is left to vanish.
 		if c.next.FirstSandboxReady != 0 && sandbox != nil && sandbox.Status != corev1.ConditionTrue && sandbox.LastTransitionTime < requested {
 			c.next.TerminationDone = true
-			c.out.Skips = append(c.out.Skips, Skip{Termination, TerminatedBeforeDelete})
+			c.skipOnce(Skip{Termination, TerminatedBeforeDelete})
 			return
 		}
 	}
@@ -42,13 +42,13 @@ func (c *stepper) termination() {
 		// The sandbox went down after it was last ready and after the
 		// deletion was seen, yet before the request by the clocks: the
 		// kubelet's clock is behind the API server's.
-		c.out.Skips = append(c.out.Skips, Skip{Termination, NegativeDuration})
+		c.skipOnce(Skip{Termination, NegativeDuration})
 		return
 	}
 	c.next.Termination = down - requested
 	c.next.HasTermination = true
 	if c.tooOld(down) {
-		c.out.Skips = append(c.out.Skips, Skip{Termination, TooOld})
+		c.skipOnce(Skip{Termination, TooOld})
 		return
 	}
 	// The grace period ends at the current deletionTimestamp, which a
@@ -63,7 +63,8 @@ func Vanish(prev State) (State, Outcome) {
 	var out Outcome
 	if !prev.TerminationDone {
 		prev.TerminationDone = true
-		out.Skips = append(out.Skips, Skip{Termination, Vanished})
+		c := stepper{next: &prev, out: &out}
+		c.skipOnce(Skip{Termination, Vanished})
 	}
 	return prev, out
 }

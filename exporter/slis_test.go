@@ -1,0 +1,164 @@
+package exporter
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// started patches what the kubelet reports once containers run: their
+// start times, and Ready.
+func started(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, at, readyAt time.Time) {
+	t.Helper()
+	status := map[string]any{"status": map[string]any{
+		"containerStatuses": []corev1.ContainerStatus{{Name: "c", Image: "registry.k8s.io/pause:3.10", Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}},
+		"conditions": []corev1.PodCondition{condAt(corev1.PodReady, corev1.ConditionTrue, readyAt)},
+	}}
+	patchStatus(t, c, pod, status)
+}
+
+// deleteWithGrace deletes pod through the API, as kubectl or a controller
+// would, and returns the request time the API server recorded.
+func deleteWithGrace(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, grace int64) time.Time {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, c.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: &grace}))
+	got, err := c.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotNil(t, got.DeletionTimestamp)
+	return got.DeletionTimestamp.Add(-time.Duration(*got.DeletionGracePeriodSeconds) * time.Second)
+}
+
+// failedMount creates the Event the kubelet records for a volume it
+// cannot mount.
+func failedMount(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, message string) {
+	t.Helper()
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID},
+		Reason:         "FailedMount", Message: message, Type: corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: "kubelet", Host: "node-a"},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	_, err := c.CoreV1().Events(pod.Namespace).Create(context.Background(), ev, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// TestTerminationReadinessAndFailuresOnRealAPIServer drives pods through
+// graceful, slow, repeated and forced deletions, readiness probes, a stuck
+// sandbox and a missing ConfigMap, with real deletes and real Events, and
+// compares the scraped histograms and counters exactly.
+func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	c := env.Client
+	ctx := context.Background()
+	const ns = "slis"
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second, timeoutCheckInterval: 100 * time.Millisecond})
+
+	// running creates a pod whose sandbox became ready 2s after it was
+	// scheduled, in the past, so that deleting it now comes after: the test
+	// cannot wait for real seconds to pass.
+	running := func(name string) *corev1.Pod {
+		p := createPod(t, c, ns, podSpec{name: name, team: "a"})
+		ct := p.CreationTimestamp.Time
+		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, ct.Add(-10*time.Second)), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, ct.Add(-8*time.Second)))
+		return p
+	}
+	sandboxDown := func(p *corev1.Pod, at time.Time) {
+		kubelet(t, c, p, condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, at))
+	}
+
+	// Readiness: containers start 1s after the sandbox, probes pass 4s later.
+	probed := running("probed")
+	pct := probed.CreationTimestamp.Time
+	started(t, c, probed, pct.Add(-7*time.Second), pct.Add(-3*time.Second))
+
+	// Terminations.
+	graceful := running("graceful")
+	slow := running("slow")
+	redelete := running("redelete")
+	forced := running("forced")
+	eventuallyValue(t, url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "forced"}, 2)
+
+	r := deleteWithGrace(t, c, graceful, 30)
+	sandboxDown(graceful, r.Add(2*time.Second))
+	r = deleteWithGrace(t, c, slow, 5)
+	sandboxDown(slow, r.Add(8*time.Second))
+	r = deleteWithGrace(t, c, redelete, 30)
+	deleteWithGrace(t, c, redelete, 1)
+	sandboxDown(redelete, r.Add(10*time.Second))
+	zero := int64(0)
+	require.NoError(t, c.CoreV1().Pods(ns).Delete(ctx, forced.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}), "a force deletion")
+	// The kubelet removes the terminated pods.
+	for _, p := range []*corev1.Pod{graceful, slow, redelete} {
+		eventuallyValue(t, url, "podslo_pod_termination_seconds", map[string]string{"pod": p.Name}, map[string]float64{"graceful": 2, "slow": 8, "redelete": 10}[p.Name])
+		require.NoError(t, c.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
+	}
+
+	// A sandbox that never comes, and one blocked by a missing ConfigMap
+	// that later recovers.
+	stuck := createPod(t, c, ns, podSpec{name: "stuck", team: "a"})
+	kubelet(t, c, stuck, condAt(corev1.PodScheduled, corev1.ConditionTrue, stuck.CreationTimestamp.Time), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, stuck.CreationTimestamp.Time))
+	blocked := createPod(t, c, ns, podSpec{name: "blocked", team: "a"})
+	bct := blocked.CreationTimestamp.Time
+	kubelet(t, c, blocked, condAt(corev1.PodScheduled, corev1.ConditionTrue, bct), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, bct))
+	failedMount(t, c, blocked, `MountVolume.SetUp failed for volume "config" : configmap "app-config" not found`)
+	// A FailedMount that is not the pod author's fault changes nothing.
+	failedMount(t, c, stuck, `MountVolume.SetUp failed for volume "pvc-1" : rpc error: code = Internal desc = mount failed`)
+	eventuallyMetrics(t, url, `
+# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+# TYPE podslo_sandbox_creation_pending_pods gauge
+podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="false"} 1
+podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="true"} 1
+# HELP podslo_sandbox_creation_timeouts_total Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.
+# TYPE podslo_sandbox_creation_timeouts_total counter
+podslo_sandbox_creation_timeouts_total{runtime_class="none",storage_class="none"} 1
+`, "podslo_sandbox_creation_pending_pods", "podslo_sandbox_creation_timeouts_total")
+	// The ConfigMap appears; the sandbox follows a minute after scheduling.
+	kubelet(t, c, blocked, condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, bct.Add(time.Minute)))
+
+	const (
+		creation    = "podslo_sandbox_creation_duration_seconds"
+		termination = "podslo_pod_termination_duration_seconds"
+		readiness   = "podslo_pod_readiness_duration_seconds"
+	)
+	classes := `runtime_class="none",storage_class="none"`
+	eventuallyMetrics(t, url, `
+# HELP `+creation+` Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.
+# TYPE `+creation+` histogram
+`+histogramText(creation, classes, 2, 2, 2, 2, 2)+`
+# HELP `+termination+` Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.
+# TYPE `+termination+` histogram
+`+histogramText(termination, classes, 2, 8, 10)+`
+# HELP podslo_pod_terminations_over_grace_total Terminations that ended after the pod's deletionTimestamp, i.e. took longer than their grace period.
+# TYPE podslo_pod_terminations_over_grace_total counter
+podslo_pod_terminations_over_grace_total{`+classes+`} 2
+# HELP `+readiness+` Time from the newest container start to the first Ready=True: what readiness probes add. Observed once per pod UID.
+# TYPE `+readiness+` histogram
+`+histogramText(readiness, classes, 4)+`
+# HELP podslo_sandbox_creation_timeouts_total Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.
+# TYPE podslo_sandbox_creation_timeouts_total counter
+podslo_sandbox_creation_timeouts_total{`+classes+`} 1
+# HELP podslo_sandbox_creations_excluded_total Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).
+# TYPE podslo_sandbox_creations_excluded_total counter
+podslo_sandbox_creations_excluded_total{reason="user_error",`+classes+`} 1
+# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+# TYPE podslo_sandbox_creation_pending_pods gauge
+podslo_sandbox_creation_pending_pods{`+classes+`,user_error="false"} 1
+`, creation, termination, "podslo_pod_terminations_over_grace_total", readiness, "podslo_sandbox_creation_timeouts_total",
+		"podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
+	eventuallyValue(t, url, "podslo_observations_skipped_total", map[string]string{"sli": "termination", "reason": "vanished"}, 1)
+	eventuallyValue(t, url, "podslo_pod_readiness_seconds", map[string]string{"pod": "probed"}, 4)
+}
