@@ -39,8 +39,8 @@ func newHistogramMetric(desc *prometheus.Desc, bounds []float64, agg *store.Aggr
 		return nil, err
 	}
 	positive := make(map[int]int64, len(h.Native))
-	for k, v := range h.Native {
-		positive[int(k)] = int64(v)
+	for _, nb := range h.Native {
+		positive[int(nb.Index)] = int64(nb.Count)
 	}
 	native, err := prometheus.NewConstNativeHistogram(desc, h.Count, h.Sum, positive, nil, h.ZeroCount, h.Schema, nativeZeroThreshold, created, labelValues...)
 	if err != nil {

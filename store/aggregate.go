@@ -45,7 +45,16 @@ type Histogram struct {
 	Classic   []uint64
 	Schema    int32
 	ZeroCount uint64
-	Native    map[int32]uint64
+	// Native holds the non-empty native buckets, sorted by index: copied
+	// on every update and encoded in order, a slice is cheaper than a map.
+	Native []NativeBucket
+}
+
+// NativeBucket is the count of native bucket Index, which holds values in
+// (base^(Index-1), base^Index].
+type NativeBucket struct {
+	Index int32
+	Count uint64
 }
 
 // Exemplar names the pod behind an observation.
@@ -60,7 +69,6 @@ func newHistogram(bounds []float64) *Histogram {
 	return &Histogram{
 		Classic: make([]uint64, len(bounds)+1),
 		Schema:  nativeInitialSchema,
-		Native:  map[int32]uint64{},
 	}
 }
 
@@ -69,13 +77,12 @@ func (a *Aggregate) clone() *Aggregate {
 	if a.Histogram != nil {
 		h := *a.Histogram
 		h.Classic = slices.Clone(a.Histogram.Classic)
-		h.Native = make(map[int32]uint64, len(a.Histogram.Native)+1)
-		for k, v := range a.Histogram.Native {
-			h.Native[k] = v
-		}
+		// One spare slot: the update this clone is made for may add a bucket.
+		h.Native = append(make([]NativeBucket, 0, len(a.Histogram.Native)+1), a.Histogram.Native...)
 		c.Histogram = &h
 	}
-	c.Exemplars = slices.Clone(a.Exemplars)
+	// Exemplars are shared, not copied: they are memory-only pointers that
+	// need no rollback, and are written only after a commit succeeds.
 	return &c
 }
 
@@ -89,7 +96,7 @@ func (h *Histogram) observe(bounds []float64, v float64) int {
 		h.ZeroCount++
 		return i
 	}
-	h.Native[nativeKey(v, h.Schema)]++
+	h.add(nativeKey(v, h.Schema), 1)
 	for len(h.Native) > maxNativeBuckets && h.Schema > nativeMinSchema {
 		h.halveResolution()
 	}
@@ -128,26 +135,31 @@ var nativeBoundsCache = func() [][]float64 {
 
 func nativeBounds(schema int32) []float64 { return nativeBoundsCache[schema] }
 
+// add adds n to bucket idx, keeping the buckets sorted.
+func (h *Histogram) add(idx int32, n uint64) {
+	i, found := slices.BinarySearchFunc(h.Native, idx, func(b NativeBucket, idx int32) int { return int(b.Index) - int(idx) })
+	if found {
+		h.Native[i].Count += n
+		return
+	}
+	h.Native = slices.Insert(h.Native, i, NativeBucket{Index: idx, Count: n})
+}
+
 // halveResolution merges pairs of buckets: bucket k at schema s lies within
-// bucket ceil(k/2) at schema s-1.
+// bucket ceil(k/2) at schema s-1. Merging keeps the order.
 func (h *Histogram) halveResolution() {
-	merged := make(map[int32]uint64, len(h.Native)/2+1)
-	for k, v := range h.Native {
-		nk := k / 2 // Go truncates towards zero: this is ceil for k <= 0.
-		if k > 0 {
-			nk = (k + 1) / 2
+	merged := h.Native[:0:0]
+	for _, b := range h.Native {
+		nk := b.Index / 2 // Go truncates towards zero: this is ceil for k <= 0.
+		if b.Index > 0 {
+			nk = (b.Index + 1) / 2
 		}
-		merged[nk] += v
+		if n := len(merged); n > 0 && merged[n-1].Index == nk {
+			merged[n-1].Count += b.Count
+			continue
+		}
+		merged = append(merged, NativeBucket{Index: nk, Count: b.Count})
 	}
 	h.Native = merged
 	h.Schema--
-}
-
-func (h *Histogram) sortedNative() []int32 {
-	keys := make([]int32, 0, len(h.Native))
-	for k := range h.Native {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -187,10 +187,9 @@ func encodeAggregate(a *Aggregate) []byte {
 	b = binary.AppendVarint(b, int64(h.Schema))
 	b = binary.AppendUvarint(b, h.ZeroCount)
 	b = binary.AppendUvarint(b, uint64(len(h.Native)))
-	// Sorted so that equal histograms encode to equal bytes.
-	for _, idx := range h.sortedNative() {
-		b = binary.AppendVarint(b, int64(idx))
-		b = binary.AppendUvarint(b, h.Native[idx])
+	for _, nb := range h.Native {
+		b = binary.AppendVarint(b, int64(nb.Index))
+		b = binary.AppendUvarint(b, nb.Count)
 	}
 	return b
 }
@@ -226,10 +225,13 @@ func decodeAggregate(b []byte, bounds []float64) (*Aggregate, error) {
 	if r.err == nil && nn > maxNativeBuckets {
 		return nil, fmt.Errorf("histogram has %d native buckets: %w", nn, errDecode)
 	}
-	h.Native = make(map[int32]uint64, nn)
+	h.Native = make([]NativeBucket, 0, nn)
 	for i := uint64(0); i < nn && r.err == nil; i++ {
-		idx := int32(r.varint())
-		h.Native[idx] = r.uvarint()
+		nb := NativeBucket{Index: int32(r.varint()), Count: r.uvarint()}
+		if n := len(h.Native); n > 0 && nb.Index <= h.Native[n-1].Index {
+			return nil, fmt.Errorf("native buckets out of order: %w", errDecode)
+		}
+		h.Native = append(h.Native, nb)
 	}
 	a.Histogram = h
 	return a, r.done()

@@ -331,7 +331,7 @@ func (s *Store) Apply(c Change) error {
 		return nil
 	}
 
-	updated, err := s.updatedSeries(c)
+	updated, exemplars, err := s.updatedSeries(c)
 	if err != nil {
 		s.stats.count(OpApply, false)
 		return err
@@ -365,6 +365,9 @@ func (s *Store) Apply(c Change) error {
 	for key, sr := range updated {
 		s.series[key] = sr
 	}
+	for _, e := range exemplars {
+		e.agg.Exemplars[e.bucket] = *e.exemplar
+	}
 	if c.Forget {
 		delete(s.pods, c.UID)
 		return nil
@@ -380,12 +383,21 @@ func (s *Store) Apply(c Change) error {
 	return nil
 }
 
+// pendingExemplar is an exemplar to record once the commit succeeded.
+type pendingExemplar struct {
+	agg      *Aggregate
+	bucket   int
+	exemplar *Exemplar
+}
+
 // updatedSeries returns copies of the series c touches, with c applied, so
-// that a failed commit leaves the visible ones as they were.
-func (s *Store) updatedSeries(c Change) (map[string]*series, error) {
+// that a failed commit leaves the visible ones as they were, and the
+// exemplars to record after the commit.
+func (s *Store) updatedSeries(c Change) (map[string]*series, []pendingExemplar, error) {
 	if len(c.Observe) == 0 && len(c.Add) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
+	var exemplars []pendingExemplar
 	now := time.Now()
 	out := make(map[string]*series, len(c.Observe)+len(c.Add))
 	get := func(smp Sample, histogram bool) (*series, error) {
@@ -413,21 +425,21 @@ func (s *Store) updatedSeries(c Change) (map[string]*series, error) {
 	for _, smp := range c.Observe {
 		sr, err := get(smp, true)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		bucket := sr.agg.Histogram.observe(s.opts.Buckets, smp.Value)
 		if smp.Exemplar != nil {
-			sr.agg.Exemplars[bucket] = *smp.Exemplar
+			exemplars = append(exemplars, pendingExemplar{sr.agg, bucket, smp.Exemplar})
 		}
 	}
 	for _, smp := range c.Add {
 		sr, err := get(smp, false)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sr.agg.Value += smp.Value
 	}
-	return out, nil
+	return out, exemplars, nil
 }
 
 // Delete forgets a pod. Its contributions to aggregates stay.

@@ -56,7 +56,11 @@ func aggregates(s *Store) map[string]seriesView {
 	s.Aggregates(func(family string, labels []string, a *Aggregate) {
 		v := seriesView{Value: a.Value}
 		if h := a.Histogram; h != nil {
-			v = seriesView{Count: h.Count, Sum: h.Sum, Classic: h.Classic, Schema: h.Schema, ZeroCount: h.ZeroCount, Native: h.Native}
+			native := map[int32]uint64{}
+			for _, nb := range h.Native {
+				native[nb.Index] = nb.Count
+			}
+			v = seriesView{Count: h.Count, Sum: h.Sum, Classic: h.Classic, Schema: h.Schema, ZeroCount: h.ZeroCount, Native: native}
 		}
 		out[family+"/"+joinLabels(labels)] = v
 	})
@@ -134,8 +138,11 @@ func TestNativeHistogramStaysWithinMaxBuckets(t *testing.T) {
 	assert.LessOrEqual(t, len(h.Native), maxNativeBuckets)
 	assert.Less(t, h.Schema, int32(3))
 	var total uint64
-	for _, c := range h.Native {
-		total += c
+	for i, nb := range h.Native {
+		total += nb.Count
+		if i > 0 {
+			assert.Less(t, h.Native[i-1].Index, nb.Index, "sorted and unique")
+		}
 	}
 	assert.Equal(t, uint64(200), total, "merging keeps every observation")
 }
