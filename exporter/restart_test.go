@@ -184,3 +184,22 @@ func TestRestartDuringTermination(t *testing.T) {
 	require.Eventually(t, func() bool { return !strings.Contains(scrapeText(t, third.url, "text/plain"), `pod="leaving"`) }, 30*time.Second, 50*time.Millisecond)
 	require.NotContains(t, scrapeText(t, third.url, "text/plain"), `reason="vanished"`)
 }
+
+// TestSIGTERMStopsCleanly: the exporter process exits 0 on SIGTERM,
+// having stopped its server and informers and closed its state, which the
+// next process can then open.
+func TestSIGTERMStopsCleanly(t *testing.T) {
+	env := testenv.Start(t)
+	bin := testenv.PodsloBinary(t)
+	state := t.TempDir()
+	p := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("exporter did not stop within 30s of SIGTERM")
+	}
+	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "exit code after SIGTERM")
+	// The state was closed, not left locked: a new process opens it.
+	startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+}
