@@ -44,6 +44,12 @@ func patchStatus(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, patch ma
 	require.NoError(t, err)
 }
 
+func createNamespace(t *testing.T, c kubernetes.Interface, name string) {
+	t.Helper()
+	_, err := c.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
 func condAt(typ corev1.PodConditionType, status corev1.ConditionStatus, at time.Time) corev1.PodCondition {
 	return corev1.PodCondition{Type: typ, Status: status, LastTransitionTime: metav1.NewTime(at)}
 }
@@ -89,9 +95,8 @@ func createPod(t *testing.T, c kubernetes.Interface, ns string, s podSpec) *core
 func fixtures(t *testing.T, c kubernetes.Interface, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	_, err = c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata"}, metav1.CreateOptions{})
+	createNamespace(t, c, ns)
+	_, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata"}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	for name, isDefault := range map[string]bool{"fast": true, "slow": false} {
 		sc := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Provisioner: "csi.example.com"}

@@ -23,8 +23,7 @@ func TestAPIServerOutage(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	ctx := context.Background()
-	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "outage"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createNamespace(t, c, "outage")
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
 
 	base := time.Now().Add(-time.Minute).Truncate(time.Second)

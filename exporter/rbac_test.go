@@ -58,9 +58,9 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	admin := env.Client
-	_, err := admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "podslo"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createNamespace(t, admin, "podslo")
 
+	var err error
 	for _, obj := range manifests(t, filepath.Join("..", "deploy", "exporter", "rbac.yaml")) {
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
@@ -90,8 +90,7 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 	require.NoError(t, clientcmd.WriteToFile(*c, kubeconfig))
 
 	url := startExporter(t, Options{Kubeconfig: kubeconfig, StateDir: t.TempDir()})
-	_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "apps"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createNamespace(t, admin, "apps")
 	p := createPod(t, admin, "apps", podSpec{name: "web", team: "a"})
 	base := time.Now().Add(-time.Minute).Truncate(time.Second)
 	kubelet(t, admin, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(2*time.Second)))

@@ -94,8 +94,7 @@ func TestRestartAfterSIGKILL(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "restart"
-	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createNamespace(t, c, ns)
 
 	base := time.Now().Add(-5 * time.Minute).Truncate(time.Second)
 	startPod := func(name string, readyAfter time.Duration) *corev1.Pod {
@@ -154,8 +153,7 @@ func TestRestartDuringTermination(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "terminating"
-	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createNamespace(t, c, ns)
 
 	first := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 	p := createPod(t, c, ns, podSpec{name: "leaving", team: "a"})

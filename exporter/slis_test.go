@@ -63,8 +63,7 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "slis"
-	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createNamespace(t, c, ns)
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second, timeoutCheckInterval: 100 * time.Millisecond})
 
 	// running creates a pod whose sandbox became ready 2s after it was

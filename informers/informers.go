@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -226,16 +227,8 @@ func (w *Watcher) Start(ctx context.Context) error {
 	w.log.Info("Informers synced", "pods", len(podInformer.GetStore().ListKeys()), "podsDeletedWhileDown", gone)
 	w.synced.Store(true)
 
-	t := time.NewTicker(w.opts.TimeoutCheckInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			w.CheckTimeouts()
-		}
-	}
+	wait.UntilWithContext(ctx, func(context.Context) { w.CheckTimeouts() }, w.opts.TimeoutCheckInterval)
+	return nil
 }
 
 // forgetUnseen drops the state of pods deleted while podslo was down. Their

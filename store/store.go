@@ -15,6 +15,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/podslo/podslo/lifecycle"
 )
@@ -500,16 +501,8 @@ func (s *Store) Aggregates(fn func(family string, labels []string, agg *Aggregat
 
 // Start runs value-log garbage collection every GCInterval until ctx ends.
 func (s *Store) Start(ctx context.Context) error {
-	t := time.NewTicker(s.opts.GCInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-			s.collectGarbage()
-		}
-	}
+	wait.UntilWithContext(ctx, func(context.Context) { s.collectGarbage() }, s.opts.GCInterval)
+	return nil
 }
 
 func (s *Store) collectGarbage() {
