@@ -13,9 +13,10 @@ import (
 	"github.com/podslo/podslo/store"
 )
 
-// BenchmarkScrape renders /metrics, text format, for n tracked pods spread
+// BenchmarkScrape renders /metrics, text format, for n started pods spread
 // over 3 runtime classes and 4 storage classes, with and without per-pod
-// series.
+// series. Each pod has what a started pod has: a creation and a readiness
+// latency and a re-creation count, so three per-pod series.
 func BenchmarkScrape(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		s, err := store.Open(store.Options{Dir: store.InMemory})
@@ -30,8 +31,12 @@ func BenchmarkScrape(b *testing.B) {
 				UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
 				Meta: &store.PodMeta{Namespace: fmt.Sprintf("team-%d", i%50), Name: fmt.Sprintf("web-7d9f8b6c5d-%06d", i), Node: fmt.Sprintf("node-%03d", i%500),
 					RuntimeClass: rc, StorageClass: sc, PodLabels: []string{"web"}},
-				State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int64(i % 30), HasSandboxCreation: true},
-				Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{rc, sc}, Value: float64(i % 30)}},
+				State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int64(i % 30), HasSandboxCreation: true,
+					FirstReady: 104, Readiness: int64(i % 5), HasReadiness: true},
+				Observe: []store.Sample{
+					{Family: lifecycle.FamilySandboxCreation, Labels: []string{rc, sc}, Value: float64(i % 30)},
+					{Family: lifecycle.FamilyReadiness, Labels: []string{rc, sc}, Value: float64(i % 5)},
+				},
 			})
 			if err != nil {
 				b.Fatal(err)

@@ -192,9 +192,13 @@ func openBadger(opts Options) (*badger.DB, error) {
 		bo = badger.DefaultOptions("").WithInMemory(true)
 	}
 	// Sized for a small state (tens of bytes per pod) rather than badger's
-	// defaults, which reserve hundreds of MB for memtables and caches.
+	// defaults, which reserve hundreds of MB for memtables and caches. The
+	// memtables are the largest fixed cost (8 MB ones cost ~300 B per pod
+	// more at 100k pods); the value threshold must stay under the batch size
+	// they allow, and every podslo value (at most ~900 B) stays in the LSM.
 	bo = bo.WithLogger(badgerLogger{opts.Logger}).
-		WithMemTableSize(8 << 20).
+		WithMemTableSize(4 << 20).
+		WithValueThreshold(1 << 10).
 		WithNumMemtables(2).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
