@@ -1,0 +1,331 @@
+package alerts
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+)
+
+// RuleFile is a Prometheus rule file.
+type RuleFile struct {
+	Groups []RuleGroup `json:"groups"`
+}
+
+// RuleGroup is a group of rules evaluated together.
+type RuleGroup struct {
+	Name     string `json:"name"`
+	Interval string `json:"interval,omitempty"`
+	Rules    []Rule `json:"rules"`
+}
+
+// Rule is a recording rule (Record set) or an alerting rule (Alert set).
+type Rule struct {
+	Record      string            `json:"record,omitempty"`
+	Alert       string            `json:"alert,omitempty"`
+	Expr        string            `json:"expr"`
+	For         string            `json:"for,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+}
+
+// BurnWindow is one multi-window, multi-burn-rate alert (Google SRE
+// workbook, chapter 5): it fires when the error ratio over both windows
+// exceeds Factor times what the objective allows. The short window makes
+// the alert stop soon after the errors do.
+type BurnWindow struct {
+	Long, Short time.Duration
+	// Budget is the share of the whole error budget that Long spends at the
+	// alerting rate: the burn factor follows from it and the SLO window.
+	Budget   float64
+	Severity string
+	For      time.Duration
+}
+
+// BurnWindows are the workbook's four alerts: two pages and two tickets.
+var BurnWindows = []BurnWindow{
+	{Long: time.Hour, Short: 5 * time.Minute, Budget: 0.02, Severity: "critical", For: 2 * time.Minute},
+	{Long: 6 * time.Hour, Short: 30 * time.Minute, Budget: 0.05, Severity: "critical", For: 15 * time.Minute},
+	{Long: 24 * time.Hour, Short: 2 * time.Hour, Budget: 0.10, Severity: "warning", For: time.Hour},
+	{Long: 72 * time.Hour, Short: 6 * time.Hour, Budget: 0.10, Severity: "warning", For: 3 * time.Hour},
+}
+
+// Factor is the burn rate the window alerts on: 14.4, 6, 3 and 1 for a
+// 30-day SLO. It is rounded so that it prints as a short decimal.
+func (w BurnWindow) Factor(window time.Duration) float64 {
+	return round3(w.Budget * window.Hours() / w.Long.Hours())
+}
+
+func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
+
+func longestAlertWindow() time.Duration {
+	return slices.MaxFunc(BurnWindows, func(a, b BurnWindow) int { return int(a.Long - b.Long) }).Long
+}
+
+// RatioWindows are the windows of the recorded error ratios that the alerts
+// read, shortest first.
+func RatioWindows() []time.Duration {
+	var ws []time.Duration
+	for _, w := range BurnWindows {
+		ws = append(ws, w.Long, w.Short)
+	}
+	slices.Sort(ws)
+	return slices.Compact(ws)
+}
+
+// Level is the level part of a recorded metric's name (Prometheus'
+// level:metric:operations convention): the labels it keeps.
+func (s *Spec) Level(class string) string { return s.Config.ClusterLabel + "_" + class }
+
+// ErrorRatio names the recorded share of bad events over window.
+func (s *Spec) ErrorRatio(slo *SLO, class string, window time.Duration) string {
+	return fmt.Sprintf("%s:podslo_%s_errors:ratio_rate%s", s.Level(class), slo.Name, model.Duration(window))
+}
+
+// Events names the recorded number of events over window.
+func (s *Spec) Events(slo *SLO, class string, window time.Duration) string {
+	return fmt.Sprintf("%s:podslo_%s_events:increase%s", s.Level(class), slo.Name, model.Duration(window))
+}
+
+// WindowDuration is the SLO period.
+func (slo *SLO) WindowDuration() time.Duration { return slo.window }
+
+// ThresholdDuration is a latency SLO's threshold.
+func (l *Latency) ThresholdDuration() time.Duration { return l.threshold }
+
+// ErrorBudget is the allowed share of bad events, e.g. 0.01.
+func (slo *SLO) ErrorBudget() float64 { return 1 - slo.Objective/100 }
+
+// ErrorBudgetExpr is the error budget in PromQL, "(1 - 0.99)": printed as
+// a float, 1 - 0.99 would be 0.010000000000000009.
+func (slo *SLO) ErrorBudgetExpr() string { return "(1 - " + slo.ObjectiveRatio() + ")" }
+
+// ObjectiveRatio is the objective as a ratio, e.g. 0.99, formatted for
+// PromQL.
+func (slo *SLO) ObjectiveRatio() string { return formatFloat(slo.Objective / 100) }
+
+// Selector returns the exporter's selector with extra matchers, in braces.
+func (s *Spec) Selector(matchers ...string) string {
+	return "{" + strings.Join(append([]string{s.Config.ExporterSelector}, matchers...), ",") + "}"
+}
+
+// LeMatcher matches the bucket whose upper bound is seconds. Prometheus 3
+// writes the bound of a classic bucket as a float ("5.0") where Prometheus
+// 2 kept what the target exposed ("5"), so an integer bound matches both.
+func LeMatcher(seconds float64) string {
+	re := regexp.QuoteMeta(formatFloat(seconds))
+	if seconds == math.Trunc(seconds) {
+		re += `(\.0)?`
+	}
+	// Inside a PromQL string a regexp backslash is written twice.
+	return `le=~"` + strings.ReplaceAll(re, `\`, `\\`) + `"`
+}
+
+func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+func (s *Spec) by(class string) string {
+	return fmt.Sprintf("sum by (%s, %s)", s.Config.ClusterLabel, class)
+}
+
+// errorRatio is the PromQL of the share of bad events over window. It is
+// the ratio of two rates, but computed from increase(): rate() divides by
+// the window in floating point, so its ratios miss round values by an ulp,
+// while the increases of whole counts are whole and their ratios exact.
+func (s *Spec) errorRatio(slo *SLO, class string, window time.Duration) string {
+	w := model.Duration(window).String()
+	by := s.by(class)
+	if l := slo.Latency; l != nil {
+		count := fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, s.Selector(), w)
+		good := fmt.Sprintf("%s (increase(%s_bucket%s[%s]))", by, l.Histogram, s.Selector(LeMatcher(l.threshold.Seconds())), w)
+		return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s", count, good, count)
+	}
+	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, s.Selector(), w)
+	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, s.Selector(), w)
+	// Either counter may be missing for a class: the exporter need not
+	// export a class's failures before the first one, and a class whose
+	// every pod failed has no successes. Without the fallbacks such a
+	// class would have no ratio at all, and a broken class no alert.
+	return fmt.Sprintf("(\n  %s\n  /\n  (\n    (%s + %s)\n    or\n    %s\n  )\n)\nor\n0 * %s", failed, failed, ok, failed, ok)
+}
+
+// events is the PromQL of the number of events over window.
+func (s *Spec) events(slo *SLO, class string, window time.Duration) string {
+	w := model.Duration(window).String()
+	by := s.by(class)
+	if l := slo.Latency; l != nil {
+		return fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, s.Selector(), w)
+	}
+	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, s.Selector(), w)
+	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, s.Selector(), w)
+	return fmt.Sprintf("(%s + %s)\nor\n%s\nor\n%s", ok, failed, ok, failed)
+}
+
+// RecordingRules are the error ratios and event counts the alerts and the
+// dashboards read.
+func (s *Spec) RecordingRules() RuleFile {
+	var f RuleFile
+	for i := range s.SLOs {
+		slo := &s.SLOs[i]
+		burn := RuleGroup{Name: "podslo." + slo.Name + ".rules"}
+		// Over the whole SLO window the ratio moves slowly and reads a
+		// month of samples: a slower interval saves most of that work.
+		period := RuleGroup{Name: "podslo." + slo.Name + ".rules." + model.Duration(slo.window).String(), Interval: "5m"}
+		for _, class := range slo.GroupBy {
+			for _, w := range RatioWindows() {
+				burn.Rules = append(burn.Rules, Rule{Record: s.ErrorRatio(slo, class, w), Expr: s.errorRatio(slo, class, w)})
+			}
+			for _, w := range BurnWindows {
+				burn.Rules = append(burn.Rules, Rule{Record: s.Events(slo, class, w.Long), Expr: s.events(slo, class, w.Long)})
+			}
+			period.Rules = append(period.Rules,
+				Rule{Record: s.ErrorRatio(slo, class, slo.window), Expr: s.errorRatio(slo, class, slo.window)},
+				Rule{Record: s.Events(slo, class, slo.window), Expr: s.events(slo, class, slo.window)})
+		}
+		f.Groups = append(f.Groups, burn, period)
+	}
+	return f
+}
+
+// Alerts are the burn-rate alerts of every SLO and the alerts on podslo's
+// own health.
+func (s *Spec) Alerts() RuleFile {
+	var f RuleFile
+	for i := range s.SLOs {
+		slo := &s.SLOs[i]
+		g := RuleGroup{Name: "podslo." + slo.Name + ".alerts"}
+		for _, class := range slo.GroupBy {
+			for _, w := range BurnWindows {
+				g.Rules = append(g.Rules, s.burnAlert(slo, class, w))
+			}
+		}
+		f.Groups = append(f.Groups, g)
+	}
+	f.Groups = append(f.Groups, RuleGroup{Name: "podslo.alerts", Rules: s.healthAlerts()})
+	return f
+}
+
+func (s *Spec) burnAlert(slo *SLO, class string, w BurnWindow) Rule {
+	cluster := s.Config.ClusterLabel
+	on := fmt.Sprintf("on (%s, %s)", cluster, class)
+	factor := w.Factor(slo.window)
+	threshold := fmt.Sprintf("(%s * %s)", formatFloat(factor), slo.ErrorBudgetExpr())
+	long, short := model.Duration(w.Long).String(), model.Duration(w.Short).String()
+	expr := fmt.Sprintf("(\n  %s > %s\nand %s\n  %s > %s\n)\nand %s\n%s >= %d",
+		s.ErrorRatio(slo, class, w.Long), threshold, on,
+		s.ErrorRatio(slo, class, w.Short), threshold, on,
+		s.Events(slo, class, w.Long), slo.MinEvents)
+
+	var bad string
+	if slo.Latency != nil {
+		bad = "were slower than " + slo.Latency.Threshold
+	} else {
+		bad = slo.Success.Failure
+	}
+	window := model.Duration(slo.window).String()
+	return Rule{
+		Alert: slo.Alert,
+		Expr:  expr,
+		For:   model.Duration(w.For).String(),
+		// The class label is the expression's own; naming it here keeps the
+		// runtime_class and storage_class rules apart for promtool's
+		// duplicate-rule lint, and shows what to route on.
+		Labels: map[string]string{"severity": w.Severity, "long": long, "short": short, class: "{{ $labels." + class + " }}"},
+		Annotations: map[string]string{
+			"summary": fmt.Sprintf("%s SLO of %s {{ $labels.%s }} burns its error budget %s times too fast.",
+				slo.Title, class, class, formatFloat(factor)),
+			"description": fmt.Sprintf("{{ $value | humanizePercentage }} of %s of %s {{ $labels.%s }} in %s {{ $labels.%s }} %s over the last %s, "+
+				"and more than %s%% over the last %s too. The objective, %s%% per %s, allows %s%%; at %s times that rate the error budget is gone in %s.",
+				slo.Events, class, class, cluster, cluster, bad, long,
+				formatFloat(round3(factor*(100-slo.Objective))), short, formatFloat(slo.Objective), window,
+				formatFloat(round3(100-slo.Objective)), formatFloat(factor), model.Duration(time.Duration(float64(slo.window)/factor))),
+			"runbook_url":   s.runbook(slo.Alert),
+			"dashboard_url": s.dashboard(slo.Dashboard, true, class),
+		},
+	}
+}
+
+func (s *Spec) healthAlerts() []Rule {
+	cluster := s.Config.ClusterLabel
+	timeout := s.Config.sandboxCreationTimeout
+	classes := fmt.Sprintf("%s, runtime_class, storage_class", cluster)
+	rules := []Rule{{
+		Alert: "PodsloSandboxCreationStuck",
+		// Pending pods blamed on their own spec (a missing Secret or
+		// ConfigMap, KEP-3085's user errors) are no platform failure: a
+		// class whose pending pods are all such is left alone.
+		Expr: fmt.Sprintf("count by (%s) (\n  podslo_pod_sandbox_pending_seconds%s > %s\n)\nand on (%s)\nsum by (%s) (podslo_sandbox_creation_pending_pods%s) > 0",
+			classes, s.Selector(), formatFloat(timeout.Seconds()), classes, classes, s.Selector(`user_error="false"`)),
+		For:    "5m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "Pods of runtime_class {{ $labels.runtime_class }} and storage_class {{ $labels.storage_class }} wait for their sandbox past the creation timeout.",
+			"description": fmt.Sprintf("Pods of runtime_class {{ $labels.runtime_class }} with storage_class {{ $labels.storage_class }} in %s {{ $labels.%s }} "+
+				"waiting more than %s since they were scheduled for their first sandbox: {{ $value }}.", cluster, cluster, model.Duration(timeout)),
+			"runbook_url":   s.runbook("PodsloSandboxCreationStuck"),
+			"dashboard_url": s.dashboard("podslo-pod-startup", true, "runtime_class", "storage_class"),
+		},
+	}, s.downAlert("PodsloExporterDown", "exporter", s.Config.ExporterSelector, "podslo-slo-overview")}
+	if s.Config.AgentSelector != "" {
+		rules = append(rules, s.downAlert("PodsloAgentDown", "agent", s.Config.AgentSelector, "podslo-agent"))
+	}
+	return append(rules, Rule{
+		Alert: "PodsloStoreErrors",
+		Expr: fmt.Sprintf("sum without (operation, result) (rate(podslo_store_operations_total%s[5m]))\n/\nsum without (operation, result) (rate(podslo_store_operations_total%s[5m]))\n> 0.01",
+			s.Selector(`result="error"`), s.Selector()),
+		For:    "15m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "The podslo exporter fails to persist what it observes.",
+			"description": fmt.Sprintf("{{ $value | humanizePercentage }} of the state store operations of {{ $labels.instance }} in %s {{ $labels.%s }} failed over the last 5m. "+
+				"A failed apply is retried, but while it fails the exporter shows no new observation.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloStoreErrors"),
+			"dashboard_url": s.dashboard("podslo-slo-overview", true),
+		},
+	})
+}
+
+// downAlert fires when no target of a job is up. absent() also covers a
+// job that service discovery lost entirely, where up itself is gone. It is
+// a warning: podslo going blind breaks no workload.
+func (s *Spec) downAlert(name, what, selector, dashboard string) Rule {
+	return Rule{
+		Alert:  name,
+		Expr:   fmt.Sprintf("absent(up{%s} == 1)", selector),
+		For:    "15m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary":       fmt.Sprintf("No podslo %s is up.", what),
+			"description":   fmt.Sprintf("No target of {%s} has been up for 15m, or Prometheus no longer discovers one.", selector),
+			"runbook_url":   s.runbook(name),
+			"dashboard_url": s.dashboard(dashboard, false),
+		},
+	}
+}
+
+// runbook links to the section of the alert: GitHub's anchor of a heading
+// is the heading in lower case.
+func (s *Spec) runbook(alert string) string {
+	return s.Config.RunbookURL + "#" + strings.ToLower(alert)
+}
+
+// dashboard links to a dashboard with its variables set to the labels of
+// the alert. The variable of the cluster is "cluster" whatever the label.
+func (s *Spec) dashboard(uid string, cluster bool, classes ...string) string {
+	var vars []string
+	if cluster {
+		vars = append(vars, fmt.Sprintf("var-cluster={{ $labels.%s | urlquery }}", s.Config.ClusterLabel))
+	}
+	for _, c := range classes {
+		vars = append(vars, fmt.Sprintf("var-%s={{ $labels.%s | urlquery }}", c, c))
+	}
+	u := strings.TrimSuffix(s.Config.GrafanaURL, "/") + "/d/" + uid
+	if len(vars) > 0 {
+		u += "?" + strings.Join(vars, "&")
+	}
+	return u
+}

@@ -1,0 +1,294 @@
+package alerts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/model"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+)
+
+// KubeletStartupBuckets are the classic bucket bounds, in seconds, of every
+// podslo start-up and tear-down histogram (store.KubeletStartupBuckets). A
+// latency threshold must be one of them: between two bounds the share of
+// fast events cannot be read off a classic histogram.
+var KubeletStartupBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+
+// ClassLabels are the labels an SLO can be grouped by: the classes podslo
+// resolves for every pod.
+var ClassLabels = []string{"runtime_class", "storage_class"}
+
+// Spec is slos.yaml: the objectives and what the generated rules need to
+// know about the Prometheus and Grafana they run in.
+type Spec struct {
+	Config Config `json:"config"`
+	SLOs   []SLO  `json:"slos"`
+}
+
+// Config holds the mixin settings every rule shares.
+type Config struct {
+	// ClusterLabel is kept in every aggregation, so that one Prometheus or
+	// Thanos can evaluate the rules for many clusters.
+	ClusterLabel string `json:"clusterLabel"`
+	// ExporterSelector and AgentSelector are the label matchers, without
+	// braces, of the exporter's and the agent's scrape jobs.
+	ExporterSelector string `json:"exporterSelector"`
+	// An empty AgentSelector leaves out the agent's alert, for clusters that
+	// run the exporter alone.
+	AgentSelector string `json:"agentSelector"`
+	// RunbookURL is docs/runbooks.md as served to whoever is paged; each
+	// alert links to its section.
+	RunbookURL string `json:"runbookURL"`
+	// GrafanaURL prefixes the dashboard_url annotations.
+	GrafanaURL string `json:"grafanaURL"`
+	// SandboxCreationTimeout must equal the exporter's creation timeout: a
+	// pod pending longer is stuck.
+	SandboxCreationTimeout string `json:"sandboxCreationTimeout"`
+
+	sandboxCreationTimeout time.Duration
+}
+
+// SLO is one objective. Exactly one of Latency and Success is set.
+type SLO struct {
+	// Name is snake_case; it names the recording rules.
+	Name string `json:"name"`
+	// Alert is the name of the burn-rate alert.
+	Alert string `json:"alert"`
+	// Title names the SLO on dashboards and in alert summaries.
+	Title string `json:"title"`
+	// Events is a plural noun for what the SLI counts, for alert texts.
+	Events  string   `json:"events"`
+	Latency *Latency `json:"latency,omitempty"`
+	Success *Success `json:"success,omitempty"`
+	// Objective is the percentage of good events, e.g. 99.
+	Objective float64 `json:"objective"`
+	// GroupBy lists the class labels; the SLO holds for each value of each
+	// label separately.
+	GroupBy []string `json:"groupBy"`
+	// Window is the SLO period, e.g. 30d.
+	Window string `json:"window"`
+	// MinEvents is the number of events an alert's long window must hold
+	// before the alert may fire.
+	MinEvents int `json:"minEvents"`
+	// Dashboard is the UID of the dashboard the alerts link to.
+	Dashboard string `json:"dashboard"`
+
+	window time.Duration
+}
+
+// Latency is an SLI of a histogram: an event is good when it took at most
+// Threshold.
+type Latency struct {
+	Histogram string `json:"histogram"`
+	Threshold string `json:"threshold"`
+
+	threshold time.Duration
+}
+
+// Success is an SLI of two counters: good events and failed ones.
+type Success struct {
+	Successes string `json:"successes"`
+	Failures  string `json:"failures"`
+	// Failure is a past participle for alert texts: "timed out".
+	Failure string `json:"failure"`
+}
+
+// Load reads and validates a specification.
+func Load(path string) (*Spec, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	spec, err := Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return spec, nil
+}
+
+// Parse decodes and validates a specification. Unknown fields are errors:
+// a misspelt field would otherwise silently keep its zero value.
+func Parse(raw []byte) (*Spec, error) {
+	js, err := utilyaml.ToJSON(raw)
+	if err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	var spec Spec
+	if err := dec.Decode(&spec); err != nil {
+		return nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	return &spec, nil
+}
+
+var (
+	sloName   = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+	alertName = regexp.MustCompile(`^[A-Z][A-Za-z0-9]*$`)
+	labelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+	// A metric name that must not be a PromQL expression: the generator
+	// appends _bucket and _count, and adds matchers.
+	metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+)
+
+// Validate checks the specification and fills in the parsed durations. It
+// reports every problem at once, each prefixed by where it is.
+func (s *Spec) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	c := &s.Config
+	if !labelName.MatchString(c.ClusterLabel) {
+		add("config.clusterLabel: %q is not a label name", c.ClusterLabel)
+	}
+	if c.ExporterSelector == "" {
+		add("config.exporterSelector: must not be empty")
+	}
+	if c.RunbookURL == "" {
+		add("config.runbookURL: must not be empty")
+	}
+	if c.GrafanaURL == "" {
+		add("config.grafanaURL: must not be empty")
+	}
+	if d, err := parseDuration(c.SandboxCreationTimeout); err != nil {
+		add("config.sandboxCreationTimeout: %v", err)
+	} else {
+		c.sandboxCreationTimeout = d
+	}
+
+	if len(s.SLOs) == 0 {
+		add("slos: none given")
+	}
+	seen := map[string]bool{}
+	for i := range s.SLOs {
+		slo := &s.SLOs[i]
+		where := fmt.Sprintf("slos[%d] (%s)", i, slo.Name)
+		for _, err := range slo.validate() {
+			add("%s: %w", where, err)
+		}
+		for _, name := range []string{slo.Name, slo.Alert} {
+			if seen[name] {
+				add("%s: %q is used twice", where, name)
+			}
+			seen[name] = true
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (slo *SLO) validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+
+	if !sloName.MatchString(slo.Name) {
+		add("name: %q is not snake_case", slo.Name)
+	}
+	if !alertName.MatchString(slo.Alert) || !strings.HasPrefix(slo.Alert, "Podslo") {
+		add("alert: %q is not a CamelCase name starting with Podslo", slo.Alert)
+	}
+	if slo.Title == "" || slo.Events == "" || slo.Dashboard == "" {
+		add("title, events and dashboard must all be set")
+	}
+	switch {
+	case (slo.Latency == nil) == (slo.Success == nil):
+		add("exactly one of latency and success must be set")
+	case slo.Latency != nil:
+		errs = append(errs, slo.Latency.validate()...)
+	default:
+		errs = append(errs, slo.Success.validate()...)
+	}
+	if !(slo.Objective > 0 && slo.Objective < 100) {
+		add("objective: %v is not a percentage strictly between 0 and 100", slo.Objective)
+	}
+	if len(slo.GroupBy) == 0 {
+		add("groupBy: give at least one of %s", strings.Join(ClassLabels, ", "))
+	}
+	for _, l := range slo.GroupBy {
+		if !slices.Contains(ClassLabels, l) {
+			add("groupBy: %q is not one of %s", l, strings.Join(ClassLabels, ", "))
+		}
+	}
+	d, err := parseDuration(slo.Window)
+	switch {
+	case err != nil:
+		add("window: %v", err)
+	case d < longestAlertWindow():
+		add("window: %s is shorter than the longest alert window, %s", slo.Window, model.Duration(longestAlertWindow()))
+	default:
+		slo.window = d
+	}
+	// With only MinEvents events in the long window, one bad event is an
+	// error ratio of 1/MinEvents; it must stay below every paging threshold,
+	// or one slow pod of a quiet class would wake someone up.
+	switch {
+	case slo.MinEvents < 1:
+		add("minEvents: %d is not positive", slo.MinEvents)
+	case slo.window > 0 && slo.Objective > 0 && slo.Objective < 100:
+		for _, w := range BurnWindows {
+			threshold := w.Factor(slo.window) * (1 - slo.Objective/100)
+			if w.Severity == "critical" && 1/float64(slo.MinEvents) > threshold {
+				add("minEvents: %d lets one bad event page through the %s/%s alert (1/%d > %.4g); use at least %d",
+					slo.MinEvents, model.Duration(w.Long), model.Duration(w.Short), slo.MinEvents, threshold, int(math.Ceil(1/threshold)))
+			}
+		}
+	}
+	return errs
+}
+
+func (l *Latency) validate() []error {
+	var errs []error
+	if !metricName.MatchString(l.Histogram) {
+		errs = append(errs, fmt.Errorf("latency.histogram: %q is not a metric name", l.Histogram))
+	}
+	d, err := parseDuration(l.Threshold)
+	if err != nil {
+		return append(errs, fmt.Errorf("latency.threshold: %w", err))
+	}
+	if !slices.Contains(KubeletStartupBuckets, d.Seconds()) {
+		bounds := make([]string, len(KubeletStartupBuckets))
+		for i, b := range KubeletStartupBuckets {
+			bounds[i] = strconv.FormatFloat(b, 'f', -1, 64)
+		}
+		return append(errs, fmt.Errorf("latency.threshold: %s is not a bucket bound of %s; the bounds, in seconds, are %s",
+			l.Threshold, l.Histogram, strings.Join(bounds, ", ")))
+	}
+	l.threshold = d
+	return errs
+}
+
+func (s *Success) validate() []error {
+	var errs []error
+	if !metricName.MatchString(s.Successes) {
+		errs = append(errs, fmt.Errorf("success.successes: %q is not a metric name", s.Successes))
+	}
+	if !metricName.MatchString(s.Failures) {
+		errs = append(errs, fmt.Errorf("success.failures: %q is not a metric name", s.Failures))
+	}
+	if s.Failure == "" {
+		errs = append(errs, fmt.Errorf("success.failure: must not be empty"))
+	}
+	return errs
+}
+
+func parseDuration(s string) (time.Duration, error) {
+	d, err := model.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q is not positive", s)
+	}
+	return time.Duration(d), nil
+}
