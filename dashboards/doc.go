@@ -1,0 +1,6 @@
+// Package dashboards generates podslo's Grafana dashboards with the Grafana
+// Foundation SDK, as classic dashboard JSON under dashboards_out/. The
+// objectives, thresholds and selectors come from alerts/slos.yaml.
+package dashboards
+
+//go:generate go run ./gen -spec ../alerts/slos.yaml -out dashboards_out

@@ -1,0 +1,54 @@
+// Command gen writes the Grafana dashboards of an SLO specification.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/podslo/podslo/alerts"
+	"github.com/podslo/podslo/dashboards"
+)
+
+func main() {
+	specPath := flag.String("spec", "../alerts/slos.yaml", "SLO specification")
+	out := flag.String("out", "dashboards_out", "directory to write the dashboards to")
+	flag.Parse()
+	if err := run(*specPath, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "gen:", err)
+		os.Exit(1)
+	}
+}
+
+func run(specPath, out string) error {
+	spec, err := alerts.Load(specPath)
+	if err != nil {
+		return err
+	}
+	files, err := dashboards.Generate(spec)
+	if err != nil {
+		return err
+	}
+	// A dashboard that is no longer generated must not linger.
+	stale, err := filepath.Glob(filepath.Join(out, "*.json"))
+	if err != nil {
+		return err
+	}
+	for _, f := range stale {
+		if _, ok := files[filepath.Base(f)]; !ok {
+			if err := os.Remove(f); err != nil {
+				return err
+			}
+		}
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	for name, data := range files {
+		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
