@@ -11,13 +11,14 @@ CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 TESTBIN ?= $(CACHE_HOME)/podslo/testbin/$(K8S_VERSION)
 export PODSLO_TESTBIN := $(TESTBIN)
 
-.PHONY: build test unit testbin lint bench fuzz clean
+.PHONY: build test unit testbin lint bench fuzz mixin mixin-check dashboard-lint clean
 
 build:
 	$(GO) build -o bin/podslo .
 
 ## test: lint, build the real control plane if missing, run every test with -race.
-test: lint testbin
+## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
+test: lint dashboard-lint testbin
 	$(GO) test -race -count=1 ./...
 
 ## unit: the tests that need no API server.
@@ -42,6 +43,21 @@ lint:
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
+	cd dashboards/lint && $(GO) mod tidy -diff
+
+## mixin: regenerate alerts/prometheus_{rules,alerts}.yaml and
+## dashboards/dashboards_out/ from alerts/slos.yaml.
+mixin:
+	$(GO) generate ./alerts ./dashboards
+
+## mixin-check: fail when the committed mixin is not what `make mixin` writes
+## (the Go tests check the same; this also catches stray files).
+mixin-check: mixin
+	@out=$$(git status --porcelain -- alerts dashboards); if [ -n "$$out" ]; then echo "mixin out of date: run make mixin and commit"; echo "$$out"; exit 1; fi
+
+## dashboard-lint: grafana/dashboard-linter, pinned in dashboards/lint, on every dashboard.
+dashboard-lint:
+	cd dashboards/lint && for f in ../dashboards_out/*.json; do $(GO) tool dashboard-linter lint --strict -c ../dashboard-linter.yaml "$$f" >/dev/null || { $(GO) tool dashboard-linter lint --strict -c ../dashboard-linter.yaml "$$f"; exit 1; }; done
 
 ## fuzz: fuzz the pod -> observation step for FUZZTIME, then keep the corpus
 ## it found under lifecycle/testdata, where `go test` replays it every run.
