@@ -46,7 +46,14 @@ func newHistogramMetric(desc *prometheus.Desc, bounds []float64, agg *store.Aggr
 	if err != nil {
 		return nil, err
 	}
-	return &histogramMetric{classic: classic, native: native, exemplars: agg.Exemplars}, nil
+	// Copied here, under the store's read lock: the store updates exemplars
+	// in place, and Write runs after Collect has returned.
+	var exemplars []store.Exemplar
+	if len(agg.Exemplars) > 0 {
+		exemplars = make([]store.Exemplar, len(agg.Exemplars))
+		copy(exemplars, agg.Exemplars)
+	}
+	return &histogramMetric{classic: classic, native: native, exemplars: exemplars}, nil
 }
 
 func (m *histogramMetric) Desc() *prometheus.Desc { return m.classic.Desc() }

@@ -82,7 +82,9 @@ func (a *Aggregate) clone() *Aggregate {
 		c.Histogram = &h
 	}
 	// Exemplars are shared, not copied: they are memory-only pointers that
-	// need no rollback, and are written only after a commit succeeds.
+	// need no rollback, and are written in place only after a commit
+	// succeeds, under the store's lock; readers copy them under the read
+	// lock.
 	return &c
 }
 

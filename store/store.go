@@ -494,7 +494,7 @@ func (s *Store) Pods(fn func(uid types.UID, state *lifecycle.State, meta *PodMet
 }
 
 // Aggregates calls fn for every series, under a read lock: fn must not call
-// back into the Store nor keep agg.
+// back into the Store nor keep agg or anything it points to.
 func (s *Store) Aggregates(fn func(family string, labels []string, agg *Aggregate)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
