@@ -26,6 +26,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	fs.StringArray("histogram-label", nil, "Extra histogram dimension NAME=label:KEY or NAME=annotation:KEY (repeatable)")
 	fs.Duration("max-observation-age", lifecycle.DefaultMaxObservationAge, "A first event older than this when first seen is remembered but not observed")
 	fs.Duration("sandbox-creation-timeout", lifecycle.DefaultSandboxCreationTimeout, "A scheduled pod whose first sandbox is not ready after this long counts once as a creation timeout")
+	fs.String("stable-condition-type", string(lifecycle.DefaultStableConditionType), "Pod condition podslo agent writes once a pod is stable; the exporter observes it")
 	fs.String("user-error-event-regex", informers.DefaultUserErrorEventRegex, "FailedMount event messages matching this regular expression mark the pod as a user error, left out of the sandbox SLIs")
 	fs.StringSlice("sandbox-condition-types", []string{"PodReadyToStartContainers", "PodHasNetwork"}, "Pod condition types that mark a ready sandbox; the first present wins")
 
@@ -50,6 +51,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 			SandboxConditionTypes:  c.list("sandbox-condition-types"),
 			SandboxCreationTimeout: c.v.GetDuration("sandbox-creation-timeout"),
 			UserErrorEventRegex:    c.v.GetString("user-error-event-regex"),
+			StableConditionType:    c.v.GetString("stable-condition-type"),
 			Logger:                 log,
 		}
 		opts.Complete()

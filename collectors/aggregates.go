@@ -33,7 +33,7 @@ type SLIs struct {
 // NewSLIs returns the SLI collector over s.
 func NewSLIs(s *store.Store, labels Labels, log *slog.Logger) *SLIs {
 	c := &SLIs{store: s, log: log, byStore: map[string]aggregateDesc{}, pending: sandboxCreationPending.desc(Labels{})}
-	for _, group := range [][]aggregateFamily{sandboxAggregates, terminationAggregates, readinessAggregates} {
+	for _, group := range [][]aggregateFamily{sandboxAggregates, terminationAggregates, readinessAggregates, stabilityAggregates} {
 		for _, f := range group {
 			c.byStore[lifecycle.FamilyID(f.store, labels.Histogram)] = aggregateDesc{desc: f.desc(labels), histogram: f.Type == "histogram"}
 		}

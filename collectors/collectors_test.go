@@ -333,14 +333,16 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	dims := []string{"runc", "none", "a"}
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u6", Meta: &store.PodMeta{Namespace: "ns", Name: "p6", PodLabels: []string{"p6"}, HistogramLabels: []string{"a"}},
-		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1},
+		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1, StableSeen: true},
 		Observe: []store.Sample{
+			{Family: fam(lifecycle.FamilyStabilization), Labels: dims, Value: 30},
 			{Family: fam(lifecycle.FamilyTermination), Labels: dims, Value: 3},
 			{Family: fam(lifecycle.FamilyReadiness), Labels: dims, Value: 1},
 			{Family: fam(lifecycle.FamilyStartupPhase), Labels: []string{"runc", "none", "total", "a"}, Value: 9},
 		},
 		Add: []store.Sample{
 			{Family: fam(lifecycle.FamilyTerminationsOverGrace), Labels: dims, Value: 1},
+			{Family: fam(lifecycle.FamilyStableTransitions), Labels: []string{"runc", "none", "false", "a"}, Value: 1},
 			{Family: fam(lifecycle.FamilySandboxCreationTimeouts), Labels: dims, Value: 1},
 			{Family: fam(lifecycle.FamilySandboxCreationsExcl), Labels: []string{"runc", "none", "user_error", "a"}, Value: 1},
 		},
@@ -428,4 +430,43 @@ podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata"
 podslo_pod_sandbox_pending_seconds{namespace="ns",node="n1",pod="stuck",runtime_class="kata",storage_class="fast",uid="stuck"} 500
 podslo_pod_sandbox_pending_seconds{namespace="ns",node="n1",pod="blocked",runtime_class="kata",storage_class="fast",uid="blocked"} 300
 `)), normalize(parseText(t, buf.String())))
+}
+
+// TestCollectedHistogramSharesNoStoreMemory: a collected metric is written
+// after Collect returns, while the store may already be applying the next
+// observation. Under -race this fails if the metric reads store memory.
+func TestCollectedHistogramSharesNoStoreMemory(t *testing.T) {
+	s := newStore(t)
+	observe := func(i int) error {
+		v := float64(i % 10)
+		return s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: 1},
+			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: v,
+				Exemplar: &store.Exemplar{Namespace: "ns", Pod: itoa(i), Value: v, Time: time.Unix(int64(i), 0)}}}})
+	}
+	require.NoError(t, observe(0))
+	ch := make(chan prometheus.Metric, 16)
+	NewSLIs(s, Labels{}, discard).Collect(ch)
+	close(ch)
+	var collected []prometheus.Metric
+	for m := range ch {
+		collected = append(collected, m)
+	}
+	require.NotEmpty(t, collected)
+	done := make(chan error)
+	go func() {
+		for i := 1; i < 200; i++ {
+			if err := observe(i); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	for range 200 {
+		for _, m := range collected {
+			var out dto.Metric
+			require.NoError(t, m.Write(&out))
+		}
+	}
+	require.NoError(t, <-done)
 }

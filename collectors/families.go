@@ -63,7 +63,7 @@ func PodLabelName(key string) string {
 // All returns every family podslo exports, in documentation order.
 func All() []*Family {
 	var out []*Family
-	for _, group := range [][]*Family{sandboxFamilies, terminationFamilies, readinessFamilies, skippedFamilies, selfFamilies} {
+	for _, group := range [][]*Family{sandboxFamilies, terminationFamilies, readinessFamilies, stabilityFamilies, skippedFamilies, selfFamilies} {
 		out = append(out, group...)
 	}
 	return out

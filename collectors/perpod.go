@@ -55,7 +55,10 @@ func NewPerPod(s *store.Store, labels Labels) *PerPod {
 	for i, o := range order {
 		sorted[i] = names[o]
 	}
-	families := append(append(append([]perPodFamily(nil), sandboxPerPod...), terminationPerPod...), readinessPerPod...)
+	var families []perPodFamily
+	for _, group := range [][]perPodFamily{sandboxPerPod, terminationPerPod, readinessPerPod, stabilityPerPod} {
+		families = append(families, group...)
+	}
 	return &PerPod{store: s, families: families, names: sorted, order: order, now: time.Now}
 }
 

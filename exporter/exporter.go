@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -65,6 +66,7 @@ func (o *Options) Start(ctx context.Context) error {
 			SandboxConditionTypes:  o.conditionTypes(),
 			MaxObservationAge:      o.MaxObservationAge,
 			SandboxCreationTimeout: o.SandboxCreationTimeout,
+			StableConditionType:    corev1.PodConditionType(o.StableConditionType),
 		},
 		UserErrorEventRegex:  o.UserErrorEventRegex,
 		TimeoutCheckInterval: o.timeoutCheckInterval,

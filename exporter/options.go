@@ -53,6 +53,9 @@ type Options struct {
 	// SandboxCreationTimeout: a scheduled pod whose first sandbox is not
 	// ready after this long counts once as a creation timeout. Default 5m.
 	SandboxCreationTimeout time.Duration
+	// StableConditionType is the condition podslo's agent writes once a pod
+	// is stable. Default podslo.io/Stable.
+	StableConditionType string
 	// UserErrorEventRegex matches FailedMount event messages that blame the
 	// pod's own spec. Default informers.DefaultUserErrorEventRegex.
 	UserErrorEventRegex string
@@ -90,6 +93,9 @@ func (o *Options) Complete() {
 	}
 	if o.SandboxCreationTimeout == 0 {
 		o.SandboxCreationTimeout = lifecycle.DefaultSandboxCreationTimeout
+	}
+	if o.StableConditionType == "" {
+		o.StableConditionType = string(lifecycle.DefaultStableConditionType)
 	}
 	if o.UserErrorEventRegex == "" {
 		o.UserErrorEventRegex = informers.DefaultUserErrorEventRegex

@@ -83,6 +83,12 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	probed := running("probed")
 	pct := probed.CreationTimestamp.Time
 	started(t, c, probed, pct.Add(-7*time.Second), pct.Add(-3*time.Second))
+	// The agent finds it stable 2s after Ready (minReadySeconds 2), then a
+	// container restart makes it lose stability.
+	kubelet(t, c, probed, condAt("podslo.io/Stable", corev1.ConditionTrue, pct.Add(-1*time.Second)))
+	eventuallyValue(t, url, "podslo_pod_stable", map[string]string{"pod": "probed"}, 1)
+	kubelet(t, c, probed, condAt("podslo.io/Stable", corev1.ConditionFalse, pct))
+	eventuallyValue(t, url, "podslo_pod_stable", map[string]string{"pod": "probed"}, 0)
 
 	// Terminations.
 	graceful := running("graceful")
@@ -147,6 +153,12 @@ podslo_pod_terminations_over_grace_total{`+classes+`} 2
 # HELP `+readiness+` Time from the newest container start to the first Ready=True: what readiness probes add. Observed once per pod UID.
 # TYPE `+readiness+` histogram
 `+histogramText(readiness, classes, 4)+`
+# HELP podslo_pod_stabilization_duration_seconds Time from the first Ready to the first Stable=True written by podslo's agent (Ready for minReadySeconds without a restart). Observed once per pod UID.
+# TYPE podslo_pod_stabilization_duration_seconds histogram
+`+histogramText("podslo_pod_stabilization_duration_seconds", classes, 2)+`
+# HELP podslo_pod_stable_transitions_total Stable condition transitions by target status; to="false" counts the times a stable pod lost stability (Ready dropped or a container restarted).
+# TYPE podslo_pod_stable_transitions_total counter
+podslo_pod_stable_transitions_total{`+classes+`,to="false"} 1
 # HELP podslo_sandbox_creation_timeouts_total Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.
 # TYPE podslo_sandbox_creation_timeouts_total counter
 podslo_sandbox_creation_timeouts_total{`+classes+`} 1
@@ -156,7 +168,7 @@ podslo_sandbox_creations_excluded_total{reason="user_error",`+classes+`} 1
 # HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
 # TYPE podslo_sandbox_creation_pending_pods gauge
 podslo_sandbox_creation_pending_pods{`+classes+`,user_error="false"} 1
-`, creation, termination, "podslo_pod_terminations_over_grace_total", readiness, "podslo_sandbox_creation_timeouts_total",
+`, creation, termination, "podslo_pod_terminations_over_grace_total", readiness, "podslo_pod_stabilization_duration_seconds", "podslo_pod_stable_transitions_total", "podslo_sandbox_creation_timeouts_total",
 		"podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
 	eventuallyValue(t, url, "podslo_observations_skipped_total", map[string]string{"sli": "termination", "reason": "vanished"}, 1)
 	eventuallyValue(t, url, "podslo_pod_readiness_seconds", map[string]string{"pod": "probed"}, 4)

@@ -155,6 +155,11 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 	if len(opts.Lifecycle.SandboxConditionTypes) == 0 {
 		types = append(types, lifecycle.DefaultSandboxConditionTypes...)
 	}
+	stable := opts.Lifecycle.StableConditionType
+	if stable == "" {
+		stable = lifecycle.DefaultStableConditionType
+	}
+	types = append(types, stable)
 	for _, ct := range types {
 		t.conditionTypes[ct] = ct
 	}
@@ -166,7 +171,7 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 	for _, f := range []string{
 		lifecycle.FamilySandboxCreation, lifecycle.FamilySandboxRecreations, lifecycle.FamilySandboxCreationTimeouts,
 		lifecycle.FamilySandboxCreationsExcl, lifecycle.FamilyTermination, lifecycle.FamilyTerminationsOverGrace,
-		lifecycle.FamilyReadiness, lifecycle.FamilyStartupPhase,
+		lifecycle.FamilyReadiness, lifecycle.FamilyStartupPhase, lifecycle.FamilyStabilization, lifecycle.FamilyStableTransitions,
 	} {
 		families[f] = lifecycle.FamilyID(f, names)
 	}
@@ -397,6 +402,10 @@ func (w *Watcher) change(uid types.UID, next lifecycle.State, out lifecycle.Outc
 			observe(lifecycle.FamilyReadiness, dims(), o.Seconds)
 		case lifecycle.PhaseDone:
 			observe(lifecycle.FamilyStartupPhase, dims(o.Phase.String()), o.Seconds)
+		case lifecycle.Stabilized:
+			observe(lifecycle.FamilyStabilization, dims(), o.Seconds)
+		case lifecycle.StabilityLost:
+			count(lifecycle.FamilyStableTransitions, dims("false"))
 		}
 	}
 	for _, s := range out.Skips {

@@ -13,6 +13,8 @@ const (
 	FamilyTerminationsOverGrace   = "terminations_over_grace"
 	FamilyReadiness               = "readiness"
 	FamilyStartupPhase            = "startup_phase"
+	FamilyStabilization           = "stabilization"
+	FamilyStableTransitions       = "stable_transitions"
 	FamilySkipped                 = "skipped"
 )
 

@@ -9,7 +9,7 @@ import (
 )
 
 var (
-	fuzzTypes    = []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReadyToStartContainers, "PodHasNetwork", corev1.PodReady, corev1.PodInitialized, "example.com/Other"}
+	fuzzTypes    = []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReadyToStartContainers, "PodHasNetwork", corev1.PodReady, corev1.PodInitialized, DefaultStableConditionType, "example.com/Other"}
 	fuzzStatuses = []corev1.ConditionStatus{corev1.ConditionTrue, corev1.ConditionFalse, corev1.ConditionUnknown, "Bogus", ""}
 	fuzzBase     = time.Unix(1700000000, 0)
 )
@@ -123,7 +123,7 @@ func FuzzStep(f *testing.F) {
 		for _, s := range out.Skips {
 			skips[s]++
 		}
-		for _, k := range []Kind{SandboxCreated, SandboxTimedOut, SandboxExcluded, Terminated, BecameReady} {
+		for _, k := range []Kind{SandboxCreated, SandboxTimedOut, SandboxExcluded, Terminated, BecameReady, Stabilized} {
 			if kinds[k] > 1 {
 				t.Fatalf("kind %d observed %d times", k, kinds[k])
 			}

@@ -34,6 +34,20 @@ type Config struct {
 	// ready after this long counts once as a creation timeout. Default
 	// DefaultSandboxCreationTimeout.
 	SandboxCreationTimeout time.Duration
+	// StableConditionType is the condition podslo's agent writes when a
+	// pod has been Ready for minReadySeconds. Default
+	// DefaultStableConditionType.
+	StableConditionType corev1.PodConditionType
+}
+
+// DefaultStableConditionType is the default for Config.StableConditionType.
+const DefaultStableConditionType corev1.PodConditionType = "podslo.io/Stable"
+
+func (c *Config) stableType() corev1.PodConditionType {
+	if c.StableConditionType == "" {
+		return DefaultStableConditionType
+	}
+	return c.StableConditionType
 }
 
 // Kind is the kind of an Observation.
@@ -60,6 +74,11 @@ const (
 	BecameReady
 	// PhaseDone is one start-up phase; Phase says which.
 	PhaseDone
+	// Stabilized is the first Stable; Seconds is its latency from the
+	// first Ready.
+	Stabilized
+	// StabilityLost is a Stable=True pod turning Stable=False.
+	StabilityLost
 )
 
 // Observation is one new SLI data point.
@@ -93,6 +112,7 @@ func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
 	c.sandbox()
 	c.initialized()
 	c.readiness()
+	c.stability()
 	c.termination()
 	return next, out
 }

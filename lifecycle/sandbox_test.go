@@ -317,5 +317,5 @@ func TestNamesAreLabelValues(t *testing.T) {
 		assert.Regexp(t, `^[a-z_]+$`, s.String())
 	}
 	// Every (SLI, reason) pair must fit the SkipSet bit field.
-	assert.LessOrEqual(t, int(numSLIs)*int(numReasons), 32)
+	assert.LessOrEqual(t, int(numSLIs)*int(numReasons), 64)
 }

@@ -17,6 +17,9 @@ const (
 	Readiness
 	// StartupPhase is the start-up breakdown by phase.
 	StartupPhase
+	// Stabilization is the latency from the first Ready to the first
+	// Stable (the Stable Pods proposal, written by podslo's agent).
+	Stabilization
 	numSLIs
 )
 
@@ -30,6 +33,8 @@ func (s SLI) String() string {
 		return "readiness"
 	case StartupPhase:
 		return "startup_phase"
+	case Stabilization:
+		return "stabilization"
 	}
 	return fmt.Sprintf("sli(%d)", uint8(s))
 }
@@ -92,7 +97,7 @@ type Skip struct {
 // SkipSet remembers which skips were already counted for a pod, so that a pod
 // that stays malformed for a thousand updates is counted once, not a thousand
 // times.
-type SkipSet uint32
+type SkipSet uint64
 
 func skipBit(s Skip) SkipSet { return 1 << (uint(s.SLI)*uint(numReasons) + uint(s.Reason)) }
 
@@ -197,6 +202,21 @@ type State struct {
 	// valid when HasReadiness.
 	Readiness    int64
 	HasReadiness bool
+
+	// FirstStable is the lastTransitionTime of the first Stable=True seen;
+	// Stabilization, valid when HasStabilization, its latency from the
+	// first Ready.
+	FirstStable      int64
+	Stabilization    int64
+	HasStabilization bool
+	// StableSeen: the pod has a Stable condition (the agent runs on its
+	// node); Stable is its current status, for the per-pod gauge.
+	StableSeen bool
+	Stable     bool
+	// StabilityLost is the newest Stable=False transition counted as
+	// stability lost; StabilityLosses counts them.
+	StabilityLost   int64
+	StabilityLosses uint32
 
 	// Phases holds the start-up phases already observed or skipped.
 	Phases PhaseSet

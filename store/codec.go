@@ -62,6 +62,9 @@ const (
 	flagHasTermination
 	flagTerminationDone
 	flagHasReadiness
+	flagHasStabilization
+	flagStable
+	flagStableSeen
 )
 
 // encodeState writes times as varints, most of them as deltas from the
@@ -71,22 +74,26 @@ func encodeState(s lifecycle.State) []byte {
 	b = append(b, podRecordV1)
 	flags := flag(s.HasSandboxCreation, flagHasSandboxCreation) | flag(s.TimedOut, flagTimedOut) |
 		flag(s.UserError, flagUserError) | flag(s.Excluded, flagExcluded) | flag(s.HasTermination, flagHasTermination) |
-		flag(s.TerminationDone, flagTerminationDone) | flag(s.HasReadiness, flagHasReadiness)
-	b = append(b, flags, byte(s.Phases))
+		flag(s.TerminationDone, flagTerminationDone) | flag(s.HasReadiness, flagHasReadiness) |
+		flag(s.HasStabilization, flagHasStabilization) | flag(s.Stable, flagStable) | flag(s.StableSeen, flagStableSeen)
+	b = binary.AppendUvarint(b, flags)
+	b = append(b, byte(s.Phases))
 	base := s.Scheduled
 	b = binary.AppendVarint(b, base)
-	for _, t := range []int64{s.FirstSandboxReady, s.LastSandboxReady, s.DeletionRequested, s.FirstReady} {
+	for _, t := range []int64{s.FirstSandboxReady, s.LastSandboxReady, s.DeletionRequested, s.FirstReady, s.FirstStable, s.StabilityLost} {
 		b = appendTime(b, t, base)
 	}
 	b = binary.AppendVarint(b, s.SandboxCreation)
 	b = binary.AppendVarint(b, s.Termination)
 	b = binary.AppendVarint(b, s.Readiness)
+	b = binary.AppendVarint(b, s.Stabilization)
 	b = binary.AppendUvarint(b, uint64(s.Recreations))
+	b = binary.AppendUvarint(b, uint64(s.StabilityLosses))
 	b = binary.AppendUvarint(b, uint64(s.Skipped))
 	return b
 }
 
-func flag(set bool, bit byte) byte {
+func flag(set bool, bit uint64) uint64 {
 	if set {
 		return bit
 	}
@@ -123,7 +130,7 @@ func decodeState(b []byte) (lifecycle.State, error) {
 	if v := r.byte(); v != podRecordV1 {
 		return s, fmt.Errorf("pod record version %d: %w", v, errDecode)
 	}
-	flags := r.byte()
+	flags := r.uvarint()
 	s.HasSandboxCreation = flags&flagHasSandboxCreation != 0
 	s.TimedOut = flags&flagTimedOut != 0
 	s.UserError = flags&flagUserError != 0
@@ -131,16 +138,23 @@ func decodeState(b []byte) (lifecycle.State, error) {
 	s.HasTermination = flags&flagHasTermination != 0
 	s.TerminationDone = flags&flagTerminationDone != 0
 	s.HasReadiness = flags&flagHasReadiness != 0
+	s.HasStabilization = flags&flagHasStabilization != 0
+	s.Stable = flags&flagStable != 0
+	s.StableSeen = flags&flagStableSeen != 0
 	s.Phases = lifecycle.PhaseSet(r.byte())
 	s.Scheduled = r.varint()
 	s.FirstSandboxReady = readTime(&r, s.Scheduled)
 	s.LastSandboxReady = readTime(&r, s.Scheduled)
 	s.DeletionRequested = readTime(&r, s.Scheduled)
 	s.FirstReady = readTime(&r, s.Scheduled)
+	s.FirstStable = readTime(&r, s.Scheduled)
+	s.StabilityLost = readTime(&r, s.Scheduled)
 	s.SandboxCreation = r.varint()
 	s.Termination = r.varint()
 	s.Readiness = r.varint()
+	s.Stabilization = r.varint()
 	s.Recreations = uint32(r.uvarint())
+	s.StabilityLosses = uint32(r.uvarint())
 	s.Skipped = lifecycle.SkipSet(r.uvarint())
 	return s, r.done()
 }

@@ -15,8 +15,9 @@ func TestStateRoundTrip(t *testing.T) {
 		Recreations: 2, TimedOut: true, UserError: true, Excluded: true,
 		DeletionRequested: 1700009000, Termination: 12, HasTermination: true, TerminationDone: true,
 		FirstReady: 1700000010, Readiness: 4, HasReadiness: true,
+		FirstStable: 1700000040, Stabilization: 30, HasStabilization: true, StableSeen: true, Stable: true, StabilityLost: 1700005000, StabilityLosses: 3,
 		Phases:  lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox).With(lifecycle.PhaseTotal),
-		Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}),
+		Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}).With(lifecycle.Skip{SLI: lifecycle.Stabilization, Reason: lifecycle.NoContainerStarted}),
 	}
 	for _, st := range []lifecycle.State{
 		{},
@@ -30,7 +31,7 @@ func TestStateRoundTrip(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, st, got)
 	}
-	assert.LessOrEqual(t, len(encodeState(full)), 40, "a full record stays small")
+	assert.LessOrEqual(t, len(encodeState(full)), 48, "a full record stays small")
 }
 
 func TestDecodeRejectsTruncatedAndTrailing(t *testing.T) {

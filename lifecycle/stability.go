@@ -1,0 +1,51 @@
+package lifecycle
+
+import corev1 "k8s.io/api/core/v1"
+
+// stability reads the Stable condition podslo's agent writes: the first
+// Stable=True gives the stabilization latency from the first Ready, and
+// every later Stable=False after a True is stability lost (a readiness drop
+// or a container restart).
+func (c *stepper) stability() {
+	stable := c.pod.Condition(c.cfg.stableType())
+	if stable == nil {
+		return
+	}
+	if !validStatus(stable.Status) || stable.LastTransitionTime == 0 {
+		c.skipOnce(Skip{Stabilization, InvalidCondition})
+		return
+	}
+	c.next.StableSeen = true
+	c.next.Stable = stable.Status == corev1.ConditionTrue
+	at := stable.LastTransitionTime
+	switch {
+	case stable.Status == corev1.ConditionTrue && c.next.FirstStable == 0:
+		c.next.FirstStable = at
+		c.firstStable(at)
+	case stable.Status == corev1.ConditionFalse && c.next.FirstStable != 0 && at > c.next.FirstStable && at > c.next.StabilityLost:
+		// Each distinct False after the pod was once stable, even if podslo
+		// missed the True in between: a newer False time is a new loss.
+		c.next.StabilityLost = at
+		c.next.StabilityLosses++
+		c.out.observe(Observation{Kind: StabilityLost})
+	}
+}
+
+func (c *stepper) firstStable(at int64) {
+	ready := c.next.FirstReady
+	switch {
+	case ready == 0:
+		// Stable without a Ready podslo saw: nothing to measure from.
+		c.skipOnce(Skip{Stabilization, InvalidCondition})
+	case at < ready:
+		c.skipOnce(Skip{Stabilization, NegativeDuration})
+	default:
+		c.next.Stabilization = at - ready
+		c.next.HasStabilization = true
+		if c.tooOld(at) {
+			c.skipOnce(Skip{Stabilization, TooOld})
+			return
+		}
+		c.out.observe(Observation{Kind: Stabilized, Seconds: float64(c.next.Stabilization)})
+	}
+}
