@@ -15,6 +15,7 @@ func (c *stepper) stability() {
 		c.skipOnce(Skip{Stabilization, InvalidCondition})
 		return
 	}
+	wasStable := c.next.Stable
 	c.next.StableSeen = true
 	c.next.Stable = stable.Status == corev1.ConditionTrue
 	at := stable.LastTransitionTime
@@ -22,10 +23,12 @@ func (c *stepper) stability() {
 	case stable.Status == corev1.ConditionTrue && c.next.FirstStable == 0:
 		c.next.FirstStable = at
 		c.firstStable(at)
-	case stable.Status == corev1.ConditionFalse && c.next.FirstStable != 0 && at > c.next.FirstStable && at > c.next.StabilityLost:
-		// Each distinct False after the pod was once stable, even if podslo
-		// missed the True in between: a newer False time is a new loss.
-		c.next.StabilityLost = at
+	case stable.Status == corev1.ConditionFalse && c.next.FirstStable != 0 &&
+		(wasStable || at > c.next.FirstStable && at > c.next.StabilityLost):
+		// A True seen turning False is a loss even within the same second
+		// (times have one-second precision); and a False newer than any
+		// counted is one too, even if podslo missed the True in between.
+		c.next.StabilityLost = max(at, c.next.StabilityLost)
 		c.next.StabilityLosses++
 		c.out.observe(Observation{Kind: StabilityLost})
 	}

@@ -46,6 +46,18 @@ func TestStability(t *testing.T) {
 			seen:      true,
 		},
 		{
+			name: "lost in the same second it became stable",
+			at:   []string{"2024-05-01T10:00:36Z", "2024-05-01T10:00:36Z", "2024-05-01T10:00:37Z"},
+			pods: [][]Condition{
+				{sched, sandbox, readyAt, cond(t, stableT, T, "2024-05-01T10:00:35Z")},
+				{sched, sandbox, readyAt, cond(t, stableT, F, "2024-05-01T10:00:35Z")},
+				{sched, sandbox, readyAt, cond(t, stableT, F, "2024-05-01T10:00:35Z")},
+			},
+			stabilize: []float64{30},
+			lost:      1,
+			seen:      true,
+		},
+		{
 			name: "False before ever being stable is not a loss",
 			at:   []string{"2024-05-01T10:00:06Z", "2024-05-01T10:00:20Z"},
 			pods: [][]Condition{
