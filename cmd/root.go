@@ -33,6 +33,7 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Optio
 	}
 	root.SetErr(stderr)
 	root.AddCommand(newExporterCommand(stderr, runExporter))
+	root.AddCommand(newAgentCommand(stderr, startAgent))
 	return root
 }
 

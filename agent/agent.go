@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// Start runs the agent until ctx ends, then shuts down the HTTP server and
+// stops the informers. It returns the first error that stopped it early.
+func (o *Options) Start(ctx context.Context) error {
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	log := o.Logger
+
+	cfg := o.restConfig
+	if cfg == nil {
+		var err error
+		if cfg, err = restConfig(o.Kubeconfig); err != nil {
+			return err
+		}
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create API client: %w", err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	ctrl, err := newController(client, o, newMetrics(reg, o.StableConditionType))
+	if err != nil {
+		return err
+	}
+
+	lis := o.listener
+	if lis == nil {
+		if lis, err = net.Listen("tcp", o.ListenAddress); err != nil {
+			return fmt.Errorf("listen on %q: %w", o.ListenAddress, err)
+		}
+	}
+	srv := &http.Server{Handler: o.mux(reg, ctrl), ReadHeaderTimeout: 10 * time.Second}
+	log.Info("Serving metrics", "address", lis.Addr().String(), "node", o.NodeName, "stableConditionType", o.StableConditionType)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return ctrl.run(gctx) })
+	g.Go(func() error {
+		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("serve on %s: %w", lis.Addr(), err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		// The parent context is already cancelled: shut down on a fresh one.
+		sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			return fmt.Errorf("shut down HTTP server: %w", err)
+		}
+		return nil
+	})
+	err = g.Wait()
+	log.Info("Agent stopped", "err", err)
+	return err
+}
+
+func (o *Options) mux(reg *prometheus.Registry, ctrl *controller) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o}}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ctrl.synced.Load() {
+			http.Error(w, "informer caches not synced yet\n", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+type promLogger struct{ o *Options }
+
+func (l promLogger) Println(v ...any) {
+	l.o.Logger.Error("Serving metrics failed", "err", fmt.Sprint(v...))
+}
+
+// restConfig loads the kubeconfig, or the in-cluster configuration when
+// none is given, and asks for protobuf, cheaper to decode than JSON.
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("load API client configuration (kubeconfig %q): %w", kubeconfig, err)
+	}
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	cfg.UserAgent = "podslo-agent/" + version()
+	return cfg, nil
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}

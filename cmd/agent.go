@@ -1,0 +1,58 @@
+package cmd
+
+import (
+	"context"
+	"io"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/podslo/podslo/agent"
+)
+
+// startAgent is what `podslo agent` runs; tests of the command line pass
+// their own function to newAgentCommand instead.
+func startAgent(ctx context.Context, o *agent.Options) error { return o.Start(ctx) }
+
+func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "agent",
+		Short: "Write the pod conditions the kubelet does not (" + agent.DefaultStableConditionType + ") on the pods of one node",
+		Args:  cobra.NoArgs,
+	}
+	fs := cmd.Flags()
+	addCommonFlags(fs)
+	fs.String("node-name", "", "Node whose pods the agent watches and writes (default $NODE_NAME)")
+	fs.String("listen-address", agent.DefaultListenAddress, "Address serving /metrics, /healthz and /readyz")
+	fs.String("stable-condition-type", agent.DefaultStableConditionType, "Type of the condition set once a pod has been Ready for minReadySeconds without a container restart")
+
+	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
+		c, err := bindConfig(cmd)
+		if err != nil {
+			return err
+		}
+		log, err := c.logger(stderr)
+		if err != nil {
+			return err
+		}
+		// NODE_NAME comes last, after the flag, PODSLO_NODE_NAME and the
+		// file: it is what a DaemonSet sets from spec.nodeName.
+		node := c.v.GetString("node-name")
+		if node == "" {
+			node = os.Getenv("NODE_NAME")
+		}
+		opts := &agent.Options{
+			NodeName:            node,
+			Kubeconfig:          c.v.GetString("kubeconfig"),
+			ListenAddress:       c.v.GetString("listen-address"),
+			StableConditionType: c.v.GetString("stable-condition-type"),
+			Logger:              log,
+		}
+		opts.Complete()
+		if err := opts.Validate(); err != nil {
+			return err
+		}
+		return run(cmd.Context(), opts)
+	}
+	return cmd
+}
