@@ -13,10 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podslo/podslo/internal/serve"
 )
 
 // Start runs the agent until ctx ends, then shuts down the HTTP server and
@@ -31,7 +30,7 @@ func (o *Options) Start(ctx context.Context) error {
 	cfg := o.restConfig
 	if cfg == nil {
 		var err error
-		if cfg, err = restConfig(o.Kubeconfig); err != nil {
+		if cfg, err = serve.RestConfig(o.Kubeconfig, "podslo-agent/"+version()); err != nil {
 			return err
 		}
 	}
@@ -53,7 +52,7 @@ func (o *Options) Start(ctx context.Context) error {
 			return fmt.Errorf("listen on %q: %w", o.ListenAddress, err)
 		}
 	}
-	srv := &http.Server{Handler: o.mux(reg, ctrl), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: serve.Mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o}}), ctrl.synced.Load), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("Serving metrics", "address", lis.Addr().String(), "node", o.NodeName, "stableConditionType", o.StableConditionType)
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -79,45 +78,10 @@ func (o *Options) Start(ctx context.Context) error {
 	return err
 }
 
-func (o *Options) mux(reg *prometheus.Registry, ctrl *controller) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o}}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ctrl.synced.Load() {
-			http.Error(w, "informer caches not synced yet\n", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
-}
-
 type promLogger struct{ o *Options }
 
 func (l promLogger) Println(v ...any) {
 	l.o.Logger.Error("Serving metrics failed", "err", fmt.Sprint(v...))
-}
-
-// restConfig loads the kubeconfig, or the in-cluster configuration when
-// none is given, and asks for protobuf, cheaper to decode than JSON.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	var (
-		cfg *rest.Config
-		err error
-	)
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load API client configuration (kubeconfig %q): %w", kubeconfig, err)
-	}
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cfg.UserAgent = "podslo-agent/" + version()
-	return cfg, nil
 }
 
 func version() string {

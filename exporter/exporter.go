@@ -12,13 +12,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	podslocollectors "github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/store"
 )
@@ -33,7 +31,7 @@ func (o *Options) Start(ctx context.Context) error {
 	}
 	log := o.Logger
 
-	cfg, err := restConfig(o.Kubeconfig)
+	cfg, err := serve.RestConfig(o.Kubeconfig, "podslo/"+podslocollectors.Version())
 	if err != nil {
 		return err
 	}
@@ -99,7 +97,7 @@ func (o *Options) Start(ctx context.Context) error {
 	if *o.PerPodMetrics {
 		perPod = podslocollectors.NewPerPod(st, labels)
 	}
-	srv := &http.Server{Handler: o.mux(podslocollectors.Handler(reg, perPod, log), watcher), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: serve.Mux(podslocollectors.Handler(reg, perPod, log), watcher.Synced), ReadHeaderTimeout: 10 * time.Second}
 	log.Info("Serving metrics", "address", lis.Addr().String())
 
 	g, gctx := errgroup.WithContext(ctx)
@@ -121,46 +119,4 @@ func (o *Options) Start(ctx context.Context) error {
 	err = g.Wait()
 	log.Info("Exporter stopped", "err", err)
 	return err
-}
-
-func (o *Options) mux(metrics http.Handler, watcher *informers.Watcher) *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", metrics)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok\n")) })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !watcher.Synced() {
-			http.Error(w, "informer caches not synced yet\n", http.StatusServiceUnavailable)
-			return
-		}
-		_, _ = w.Write([]byte("ok\n"))
-	})
-	return mux
-}
-
-type promLogger struct{ o *Options }
-
-func (l promLogger) Println(v ...any) {
-	l.o.Logger.Error("Serving metrics failed", "err", fmt.Sprint(v...))
-}
-
-// restConfig loads the kubeconfig, or the in-cluster configuration when
-// none is given, and asks for protobuf: it is several times cheaper to decode
-// than JSON for a cluster's worth of pods.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	var (
-		cfg *rest.Config
-		err error
-	)
-	if kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("load API client configuration (kubeconfig %q): %w", kubeconfig, err)
-	}
-	cfg.ContentType = runtime.ContentTypeProtobuf
-	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	cfg.UserAgent = "podslo/" + podslocollectors.Version()
-	return cfg, nil
 }
