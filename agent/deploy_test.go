@@ -11,13 +11,15 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/podslo/podslo/internal/testenv"
 )
 
 // TestShippedDaemonSet keeps deploy/agent/agent.yaml in step with the code
 // and with the other files of deploy/agent, which the security test loads.
 func TestShippedDaemonSet(t *testing.T) {
 	var ds *appsv1.DaemonSet
-	for _, obj := range manifests(t, filepath.Join("..", "deploy", "agent", "agent.yaml")) {
+	for _, obj := range testenv.Manifests(t, filepath.Join("..", "deploy", "agent", "agent.yaml")) {
 		switch o := obj.(type) {
 		case *corev1.Namespace:
 			assert.Equal(t, agentNamespace, o.Name)

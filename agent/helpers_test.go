@@ -1,15 +1,12 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -21,12 +18,9 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 )
 
 // startAgent runs the agent in this process until the test ends and
@@ -307,28 +301,4 @@ func scrape(t *testing.T, url string) agentMetrics {
 	require.Contains(t, fams, durationName)
 	m.timed = fams[durationName].GetMetric()[0].GetHistogram().GetSampleCount()
 	return m
-}
-
-// manifests decodes every object of a multi-document YAML file with
-// client-go's scheme, so that the shipped files are what the tests load.
-func manifests(t *testing.T, path string) []runtime.Object {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	var out []runtime.Object
-	for {
-		var doc runtime.RawExtension
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			return out
-		} else {
-			require.NoError(t, err)
-		}
-		if len(bytes.TrimSpace(doc.Raw)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc.Raw, nil, nil)
-		require.NoError(t, err, "%s", doc.Raw)
-		out = append(out, obj)
-	}
 }

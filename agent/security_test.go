@@ -35,7 +35,7 @@ func applyShipped(t *testing.T, c kubernetes.Interface) {
 	ctx := context.Background()
 	var err error
 	for _, file := range []string{"rbac.yaml", "admission.yaml"} {
-		for _, obj := range manifests(t, filepath.Join("..", "deploy", "agent", file)) {
+		for _, obj := range testenv.Manifests(t, filepath.Join("..", "deploy", "agent", file)) {
 			switch o := obj.(type) {
 			case *corev1.ServiceAccount:
 				_, err = c.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})

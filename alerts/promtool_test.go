@@ -1,36 +1,18 @@
 package alerts
 
 import (
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
-)
 
-// promtool finds the promtool binary: $PROMTOOL, else the PATH. CI must
-// run these tests, so a missing promtool fails there; locally too, unless
-// -short asks to skip what needs outside tools.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("PROMTOOL"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("promtool")
-	if err == nil {
-		return p
-	}
-	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("promtool not found; install it (apt-get install prometheus) or set PROMTOOL")
-	}
-	t.Fatal("promtool not found: install it (Debian: apt-get install prometheus) or set PROMTOOL to its path")
-	return ""
-}
+	"github.com/podslo/podslo/internal/testenv"
+)
 
 func runPromtool(t *testing.T, args ...string) {
 	t.Helper()
-	out, err := exec.Command(promtool(t), args...).CombinedOutput()
+	out, err := exec.Command(testenv.Promtool(t), args...).CombinedOutput()
 	require.NoError(t, err, "promtool %v:\n%s", args, out)
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/podslo/podslo/alerts"
+	"github.com/podslo/podslo/internal/testenv"
 )
 
 // The parts of the classic dashboard JSON the checks read.
@@ -267,7 +268,7 @@ func TestQueriesParse(t *testing.T) {
 	}
 	rules := filepath.Join(t.TempDir(), "dashboard_queries.yaml")
 	require.NoError(t, os.WriteFile(rules, []byte(b.String()), 0o644))
-	out, err := exec.Command(promtool(t), "check", "rules", rules).CombinedOutput()
+	out, err := exec.Command(testenv.Promtool(t), "check", "rules", rules).CombinedOutput()
 	if err != nil {
 		// promtool names the failing rule dashboard_query_N.
 		for i, name := range names {
@@ -278,23 +279,4 @@ func TestQueriesParse(t *testing.T) {
 		t.Fatalf("promtool check rules:\n%s", out)
 	}
 	assert.Contains(t, string(out), fmt.Sprintf("SUCCESS: %d rules found", n))
-}
-
-// promtool finds the promtool binary: $PROMTOOL, else the PATH. CI must
-// run this test, so a missing promtool fails there; locally too, unless
-// -short asks to skip what needs outside tools.
-func promtool(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("PROMTOOL"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("promtool")
-	if err == nil {
-		return p
-	}
-	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("promtool not found; install it (apt-get install prometheus) or set PROMTOOL")
-	}
-	t.Fatal("promtool not found: install it (Debian: apt-get install prometheus) or set PROMTOOL to its path")
-	return ""
 }

@@ -1,11 +1,7 @@
 package exporter
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"io"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -17,39 +13,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/podslo/podslo/internal/testenv"
 )
-
-// manifests decodes every object of a multi-document YAML file.
-func manifests(t *testing.T, path string) []runtime.Object {
-	t.Helper()
-	raw, err := os.ReadFile(path)
-	require.NoError(t, err)
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
-	var out []runtime.Object
-	for {
-		var doc runtime.RawExtension
-		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-			return out
-		} else {
-			require.NoError(t, err)
-		}
-		if len(bytes.TrimSpace(doc.Raw)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc.Raw, nil, nil)
-		require.NoError(t, err)
-		out = append(out, obj)
-	}
-}
 
 // TestShippedRBACIsReadOnlyAndSufficient runs the exporter as the service
 // account of deploy/exporter/rbac.yaml on a real API server: it must sync
@@ -61,7 +31,7 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 	createNamespace(t, admin, "podslo")
 
 	var err error
-	for _, obj := range manifests(t, filepath.Join("..", "deploy", "exporter", "rbac.yaml")) {
+	for _, obj := range testenv.Manifests(t, filepath.Join("..", "deploy", "exporter", "rbac.yaml")) {
 		switch o := obj.(type) {
 		case *corev1.ServiceAccount:
 			_, err = admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
