@@ -2,12 +2,8 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"runtime/debug"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -46,33 +42,16 @@ func (o *Options) Start(ctx context.Context) error {
 		return err
 	}
 
-	lis := o.listener
-	if lis == nil {
-		if lis, err = net.Listen("tcp", o.ListenAddress); err != nil {
-			return fmt.Errorf("listen on %q: %w", o.ListenAddress, err)
-		}
+	lis, err := serve.Listen(o.listener, o.ListenAddress)
+	if err != nil {
+		return err
 	}
-	srv := &http.Server{Handler: serve.Mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o}}), ctrl.synced.Load), ReadHeaderTimeout: 10 * time.Second}
+	handler := serve.Mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o}}), ctrl.synced.Load)
 	log.Info("Serving metrics", "address", lis.Addr().String(), "node", o.NodeName, "stableConditionType", o.StableConditionType)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.run(gctx) })
-	g.Go(func() error {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve on %s: %w", lis.Addr(), err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		// The parent context is already cancelled: shut down on a fresh one.
-		sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			return fmt.Errorf("shut down HTTP server: %w", err)
-		}
-		return nil
-	})
+	g.Go(func() error { return serve.Serve(gctx, lis, handler, o.ShutdownTimeout) })
 	err = g.Wait()
 	log.Info("Agent stopped", "err", err)
 	return err

@@ -2,11 +2,7 @@ package exporter
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net"
-	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -87,35 +83,21 @@ func (o *Options) Start(ctx context.Context) error {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 
-	lis := o.listener
-	if lis == nil {
-		if lis, err = net.Listen("tcp", o.ListenAddress); err != nil {
-			return fmt.Errorf("listen on %q: %w", o.ListenAddress, err)
-		}
+	lis, err := serve.Listen(o.listener, o.ListenAddress)
+	if err != nil {
+		return err
 	}
 	var perPod *podslocollectors.PerPod
 	if *o.PerPodMetrics {
 		perPod = podslocollectors.NewPerPod(st, labels)
 	}
-	srv := &http.Server{Handler: serve.Mux(podslocollectors.Handler(reg, perPod, log), watcher.Synced), ReadHeaderTimeout: 10 * time.Second}
+	handler := serve.Mux(podslocollectors.Handler(reg, perPod, log), watcher.Synced)
 	log.Info("Serving metrics", "address", lis.Addr().String())
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return st.Start(gctx) })
 	g.Go(func() error { return watcher.Start(gctx) })
-	g.Go(func() error {
-		if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("serve on %s: %w", lis.Addr(), err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-gctx.Done()
-		// The parent context is already cancelled: shut down on a fresh one.
-		sctx, cancel := context.WithTimeout(context.Background(), o.ShutdownTimeout)
-		defer cancel()
-		return srv.Shutdown(sctx)
-	})
+	g.Go(func() error { return serve.Serve(gctx, lis, handler, o.ShutdownTimeout) })
 	err = g.Wait()
 	log.Info("Exporter stopped", "err", err)
 	return err

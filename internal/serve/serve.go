@@ -4,8 +4,11 @@
 package serve
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"net/http"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -48,4 +51,38 @@ func Mux(metrics http.Handler, ready func() bool) *http.ServeMux {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// Listen returns lis when a test set one, else listens on addr.
+func Listen(lis net.Listener, addr string) (net.Listener, error) {
+	if lis != nil {
+		return lis, nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %q: %w", addr, err)
+	}
+	return lis, nil
+}
+
+// Serve serves h on lis until ctx ends, then shuts the server down
+// gracefully within shutdownTimeout. It returns early with the error if
+// serving fails.
+func Serve(ctx context.Context, lis net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(lis) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("serve on %s: %w", lis.Addr(), err)
+	case <-ctx.Done():
+	}
+	// ctx is already cancelled: shut down on a fresh context.
+	sctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shut down HTTP server: %w", err)
+	}
+	<-served // http.ErrServerClosed, once Serve has returned
+	return nil
 }
