@@ -14,12 +14,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	corev1 "k8s.io/api/core/v1"
 )
 
 func mustParse(t testing.TB, value string) *Probe {
@@ -50,12 +52,25 @@ func closedPort(t *testing.T) Target {
 }
 
 // blockUntilCleanup returns a channel closed when the test ends: a slow
-// handler waits on it instead of sleeping. Registered after the server, so
-// that it runs first (Cleanup is LIFO) and the server's Close does not wait.
+// handler waits on it, and on its request's context, instead of sleeping.
 func blockUntilCleanup(t *testing.T) <-chan struct{} {
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	return release
+}
+
+// slowServer serves HTTP that answers only when the prober gives up or the
+// test ends.
+func slowServer(t *testing.T) Target {
+	release := blockUntilCleanup(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	return targetAt(t, srv.Listener.Addr().String())
 }
 
 // seen is what an HTTP test server saw of one probe request.
@@ -171,35 +186,19 @@ func TestProberHTTPS(t *testing.T) {
 }
 
 func TestProberTimeout(t *testing.T) {
-	srv := httptest.NewServer(nil)
-	t.Cleanup(srv.Close)
-	release := blockUntilCleanup(t)
-	srv.Config.Handler = http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	})
+	target := slowServer(t)
 	// 150ms: timeoutSeconds 1 + timeoutMilliseconds -850.
 	probe := mustParse(t, `{"httpGet":{"port":1},"timeoutSeconds":1,"timeoutMilliseconds":-850}`)
 	require.Equal(t, 150*time.Millisecond, probe.Timeout)
 
-	out := NewProber().Probe(t.Context(), probe, targetAt(t, srv.Listener.Addr().String()))
+	out := NewProber().Probe(t.Context(), probe, target)
 	assert.Equal(t, Timeout, out.Result)
 	assert.Equal(t, "probe timed out after 150ms", out.Message)
 	assert.GreaterOrEqual(t, out.Duration, 150*time.Millisecond)
 }
 
 func TestProberParentContext(t *testing.T) {
-	release := blockUntilCleanup(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(srv.Close)
-	target := targetAt(t, srv.Listener.Addr().String())
+	target := slowServer(t)
 	probe := mustParse(t, `{"httpGet":{"port":1}}`)
 
 	t.Run("cancelled before", func(t *testing.T) {
@@ -347,4 +346,44 @@ func TestProberConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestProbeURL: whatever the path says, the probe goes to the target.
+func TestProbeURL(t *testing.T) {
+	for _, tc := range []struct {
+		name, path, scheme, addr, want string
+	}{
+		{"root", "/", "HTTP", "10.0.0.1:80", "http://10.0.0.1:80/"},
+		{"query", "/ready?full=1", "HTTP", "10.0.0.1:80", "http://10.0.0.1:80/ready?full=1"},
+		{"relative path", "healthz", "HTTP", "10.0.0.1:80", "http://10.0.0.1:80/healthz"},
+		{"HTTPS", "/", "HTTPS", "10.0.0.1:443", "https://10.0.0.1:443/"},
+		{"IPv6", "/", "HTTP", "[fd00::1]:80", "http://[fd00::1]:80/"},
+		{"absolute URL keeps only its path", "http://169.254.169.254/latest/meta-data", "HTTP", "10.0.0.1:80", "http://10.0.0.1:80/latest/meta-data"},
+		{"scheme-relative URL", "//evil.example/x", "HTTPS", "10.0.0.1:80", "https://10.0.0.1:80/x"},
+		{"user info goes to the pod", "http://user:pw@evil.example/x", "HTTP", "10.0.0.1:80", "http://user:pw@10.0.0.1:80/x"},
+		{"unparsable path, as the kubelet", "/%zz", "HTTP", "10.0.0.1:80", "http://10.0.0.1:80/%25zz"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			action := &corev1.HTTPGetAction{Path: tc.path, Scheme: corev1.URIScheme(tc.scheme)}
+			assert.Equal(t, tc.want, probeURL(action, tc.addr))
+		})
+	}
+}
+
+func TestShorten(t *testing.T) {
+	for _, tc := range []struct {
+		name, msg, want string
+	}{
+		{"short", "connection refused", "connection refused"},
+		{"exactly the limit", strings.Repeat("a", maxMessage), strings.Repeat("a", maxMessage)},
+		{"over the limit", strings.Repeat("a", maxMessage+1), strings.Repeat("a", maxMessage-len("…")) + "…"},
+		{"cut before a rune", strings.Repeat("a", maxMessage-4) + "ééé", strings.Repeat("a", maxMessage-4) + "…"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := shorten(tc.msg)
+			assert.Equal(t, tc.want, got)
+			assert.LessOrEqual(t, len(got), maxMessage)
+			assert.True(t, utf8.ValidString(got))
+		})
+	}
 }

@@ -95,8 +95,9 @@ var root = field.NewPath(Annotation)
 //
 // The timeout must not exceed the period, and the default timeout is 1s, so a
 // period under 1s needs an explicit timeout: with the default floor, a 100ms
-// period takes timeoutSeconds 1 and timeoutMilliseconds -900 (timeoutSeconds 0
-// would be defaulted to 1 and give 1.1s).
+// period takes timeoutSeconds 1 and timeoutMilliseconds -900, as its timeout
+// must then be exactly 100ms. (timeoutSeconds 0 is defaulted to 1 before the
+// milliseconds are added: timeoutMilliseconds 100 alone is 1.1s.)
 func Parse(value string, minPeriod time.Duration) (*Probe, error) {
 	if minPeriod <= 0 {
 		minPeriod = DefaultMinPeriod
@@ -258,9 +259,9 @@ func validateHandler(h *corev1.ProbeHandler) (string, field.ErrorList) {
 	return probeType, errs
 }
 
-// hostForbidden explains the refusal of a host: with it, an annotation
-// anyone who can create a pod writes could make every node agent connect
-// anywhere its network reaches.
+// hostForbidden explains the refusal of a host: with one, anyone allowed to
+// create a pod could make a node agent connect anywhere the node reaches,
+// its own localhost or a cloud metadata endpoint included.
 const hostForbidden = "the podslo agent only probes the pod's own IP"
 
 func validateHTTPGet(h *corev1.HTTPGetAction, path *field.Path) field.ErrorList {
@@ -321,8 +322,8 @@ func validateTiming(p *Probe, minPeriod time.Duration) field.ErrorList {
 			fmt.Sprintf("period %v must be at least %v", p.Period, minPeriod)))
 		periodOK = false
 	}
-	// A probe still running when the next is due would overlap it; the
-	// kubelet lets it, podslo refuses it.
+	// The rule, not Kubernetes': a probe still running when the next
+	// is due would delay it, and the period would no longer be what it says.
 	if timeoutOK && periodOK && p.Timeout > p.Period {
 		detail := fmt.Sprintf("timeout %v must not exceed period %v", p.Timeout, p.Period)
 		if s.TimeoutMilliseconds == nil && p.Period < time.Second {
