@@ -282,3 +282,57 @@ func TestParseCollectsAllErrors(t *testing.T) {
 			`periodSeconds: Invalid value: -1: must be greater than or equal to 0]`)
 	})
 }
+
+// FuzzParse: Parse never panics, refuses only with field errors, and every
+// probe it accepts keeps the invariants the agent's workers rely on.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		`{"httpGet":{"path":"/ready","port":"http","scheme":"HTTPS","httpHeaders":[{"name":"Host","value":"x"}]},"periodSeconds":1,"periodMilliseconds":-900,"timeoutSeconds":1,"timeoutMilliseconds":-900}`,
+		`{"container":"db","tcpSocket":{"port":5432},"initialDelaySeconds":2,"initialDelayMilliseconds":-500,"successThreshold":2,"failureThreshold":1}`,
+		`{"grpc":{"port":9090,"service":"ready"},"timeoutSeconds":0,"timeoutMilliseconds":500}`,
+		`{"exec":{"command":["true"]},"httpGet":{"host":"example.com"}}`,
+		`{"tcpSocket":{"port":80},"periodSeconds":-1,"periodMilliseconds":-999}`,
+		`{"tcpSocket":{"port":80}} {}`,
+		`null`,
+	} {
+		f.Add(seed, uint16(0))
+	}
+	f.Add(`{"tcpSocket":{"port":80},"periodSeconds":2}`, uint16(2000))
+	pod := &corev1.Pod{
+		Spec:   corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}}}}},
+		Status: corev1.PodStatus{PodIP: "10.0.0.1"},
+	}
+	f.Fuzz(func(t *testing.T, value string, minPeriodMillis uint16) {
+		minPeriod := time.Duration(minPeriodMillis) * time.Millisecond
+		p, err := Parse(value, minPeriod)
+		if err != nil {
+			require.Nil(t, p)
+			require.NotEmpty(t, requireFieldErrors(t, err))
+			return
+		}
+		if minPeriod <= 0 {
+			minPeriod = DefaultMinPeriod
+		}
+		assert.GreaterOrEqual(t, p.Period, minPeriod, "period")
+		assert.GreaterOrEqual(t, p.Timeout, minPeriod, "timeout")
+		assert.LessOrEqual(t, p.Timeout, p.Period, "timeout over period")
+		assert.GreaterOrEqual(t, p.InitialDelay, time.Duration(0), "initial delay")
+		assert.GreaterOrEqual(t, p.SuccessThreshold, 1, "success threshold")
+		assert.GreaterOrEqual(t, p.FailureThreshold, 1, "failure threshold")
+
+		h := p.Spec.ProbeHandler
+		assert.Nil(t, h.Exec)
+		handlers := map[string]bool{"http": h.HTTPGet != nil, "tcp": h.TCPSocket != nil, "grpc": h.GRPC != nil}
+		for typ, set := range handlers {
+			assert.Equal(t, typ == p.Type, set, "handler %s for type %q", typ, p.Type)
+		}
+		if h.HTTPGet != nil {
+			assert.Empty(t, h.HTTPGet.Host)
+		}
+		if h.TCPSocket != nil {
+			assert.Empty(t, h.TCPSocket.Host)
+		}
+		// Target must not panic, whatever it answers.
+		_, _ = p.Target(pod)
+	})
+}
