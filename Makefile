@@ -10,8 +10,13 @@ K8S_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|
 CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 TESTBIN ?= $(CACHE_HOME)/podslo/testbin/$(K8S_VERSION)
 export PODSLO_TESTBIN := $(TESTBIN)
+# kwok and kwokctl (hack/kwok) fake nodes and pod lifecycles for the
+# end-to-end tests; versioned by kwok's own version, under the same cache.
+KWOK_VERSION := $(shell sed -n 's|^[[:space:]]*sigs.k8s.io/kwok \(v[^ ]*\).*|\1|p' hack/kwok/go.mod | head -n 1)
+KWOKBIN ?= $(TESTBIN)/kwok-$(KWOK_VERSION)
+export PODSLO_KWOKBIN := $(KWOKBIN)
 
-.PHONY: build test unit testbin lint bench fuzz mixin mixin-check dashboard-lint clean
+.PHONY: build test unit testbin clusterbin kwokbin lint bench fuzz mixin mixin-check dashboard-lint clean
 
 build:
 	$(GO) build -o bin/podslo .
@@ -38,11 +43,28 @@ $(TESTBIN)/kube-apiserver:
 	@mkdir -p $(@D)
 	cd hack/tools && $(GO) build -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
 
+## clusterbin: the rest of a real control plane, for kwok clusters (about
+## 2 minutes for both after testbin, on 2 cores).
+clusterbin: testbin $(TESTBIN)/kube-scheduler $(TESTBIN)/kube-controller-manager
+
+$(TESTBIN)/kube-scheduler $(TESTBIN)/kube-controller-manager:
+	@mkdir -p $(@D)
+	cd hack/tools && $(GO) build -o $@.tmp k8s.io/kubernetes/cmd/$(@F) && mv $@.tmp $@
+
+## kwokbin: kwok and kwokctl, pinned in hack/kwok (about 3.5 minutes cold
+## on 2 cores).
+kwokbin: $(KWOKBIN)/kwok $(KWOKBIN)/kwokctl
+
+$(KWOKBIN)/kwok $(KWOKBIN)/kwokctl:
+	@mkdir -p $(@D)
+	cd hack/kwok && $(GO) build -o $@.tmp sigs.k8s.io/kwok/cmd/$(@F) && mv $@.tmp $@
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
+	cd hack/kwok && $(GO) mod tidy -diff
 	cd dashboards/lint && $(GO) mod tidy -diff
 
 ## mixin: regenerate alerts/prometheus_{rules,alerts}.yaml and
