@@ -9,7 +9,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventrecord "k8s.io/client-go/tools/record"
 
 	"github.com/podslo/podslo/internal/serve"
 )
@@ -37,7 +41,14 @@ func (o *Options) Start(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	ctrl, err := newController(client, o, newMetrics(reg, o.StableConditionType))
+	writes := newMetrics(reg, o.StableConditionType, o.ProbeConditionType)
+	// Events tell a pod's owner, where they look (kubectl describe), why its
+	// probe does not run.
+	broadcaster := eventrecord.NewBroadcaster(eventrecord.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	events := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: fieldManager, Host: o.NodeName})
+	ctrl, err := newController(client, o, writes, newProbeMetrics(reg, writes), events)
 	if err != nil {
 		return err
 	}
@@ -47,7 +58,8 @@ func (o *Options) Start(ctx context.Context) error {
 		return err
 	}
 	handler := serve.Mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o}}), ctrl.synced.Load)
-	log.Info("Serving metrics", "address", lis.Addr().String(), "node", o.NodeName, "stableConditionType", o.StableConditionType)
+	log.Info("Serving metrics", "address", lis.Addr().String(), "node", o.NodeName, "stableConditionType", o.StableConditionType,
+		"probeConditionType", o.ProbeConditionType, "minProbePeriod", o.MinProbePeriod, "maxProbeWorkers", o.MaxProbeWorkers)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.run(gctx) })

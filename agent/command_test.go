@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -55,10 +56,18 @@ func TestCommand(t *testing.T) {
 		args     []string
 		env      []string
 		wantNode string
+		// wantProbe is the probe settings the agent logs at start:
+		// condition type, min period, max workers.
+		wantProbe string
 	}{
 		{name: "NODE_NAME, as from the downward API", env: []string{"NODE_NAME=node-a"}, wantNode: "node-a"},
 		{name: "PODSLO_NODE_NAME beats NODE_NAME", env: []string{"NODE_NAME=node-a", "PODSLO_NODE_NAME=node-b"}, wantNode: "node-b"},
 		{name: "the flag beats both", args: []string{"--node-name", "node-c"}, env: []string{"NODE_NAME=node-a", "PODSLO_NODE_NAME=node-b"}, wantNode: "node-c"},
+		{
+			name: "probe flags", env: []string{"NODE_NAME=node-a", "PODSLO_MAX_PROBE_WORKERS=9"}, wantNode: "node-a",
+			args:      []string{"--probe-condition-type", "example.com/Gate", "--min-probe-period", "250ms"},
+			wantProbe: "example.com/Gate 250ms 9",
+		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"agent", "--kubeconfig", env.Kubeconfig, "--listen-address", "127.0.0.1:0", "--log-format", "json"}, tc.args...)
@@ -68,7 +77,12 @@ func TestCommand(t *testing.T) {
 			stderr, err := cmd.StderrPipe()
 			require.NoError(t, err)
 			require.NoError(t, cmd.Start())
-			type serving struct{ Msg, Address, Node string }
+			type serving struct {
+				Msg, Address, Node string
+				ProbeConditionType string
+				MinProbePeriod     time.Duration
+				MaxProbeWorkers    int
+			}
 			started := make(chan serving, 1)
 			done := make(chan struct{})
 			var logs bytes.Buffer
@@ -100,6 +114,10 @@ func TestCommand(t *testing.T) {
 				t.Fatal("agent did not serve within 30s")
 			}
 			assert.Equal(t, tc.wantNode, line.Node)
+			if tc.wantProbe == "" {
+				tc.wantProbe = fmt.Sprintf("%s %s %d", DefaultProbeConditionType, DefaultMinProbePeriod, DefaultMaxProbeWorkers)
+			}
+			assert.Equal(t, tc.wantProbe, fmt.Sprintf("%s %s %d", line.ProbeConditionType, line.MinProbePeriod, line.MaxProbeWorkers))
 			require.Eventually(t, func() bool {
 				resp, err := http.Get("http://" + line.Address + "/readyz")
 				if err != nil {

@@ -19,9 +19,11 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	eventrecord "k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/podslo/podslo/agent/probe"
 	"github.com/podslo/podslo/conditions"
 )
 
@@ -70,12 +72,19 @@ type controller struct {
 	memory map[string]*podMemory
 
 	synced atomic.Bool
+
+	// probes runs the readiness probes of the node's annotated pods.
+	probes *prober
 }
 
-func newController(client kubernetes.Interface, o *Options, m *metrics) (*controller, error) {
+func newController(client kubernetes.Interface, o *Options, m *metrics, pm *probeMetrics, events eventrecord.EventRecorder) (*controller, error) {
 	owner, err := conditions.NewOwner(o.StableConditionType)
 	if err != nil {
 		return nil, fmt.Errorf("stable condition type: %w", err)
+	}
+	probeOwner, err := conditions.NewOwner(o.ProbeConditionType)
+	if err != nil {
+		return nil, fmt.Errorf("probe condition type: %w", err)
 	}
 	c := &controller{
 		node:   o.NodeName,
@@ -100,6 +109,29 @@ func newController(client kubernetes.Interface, o *Options, m *metrics) (*contro
 	c.pods = c.podFactory.Core().V1().Pods().Informer()
 	if err := c.pods.AddIndexers(cache.Indexers{byController: indexByController}); err != nil {
 		return nil, fmt.Errorf("index pods by controller: %w", err)
+	}
+	c.probes = &prober{
+		node:       o.NodeName,
+		client:     client,
+		owner:      probeOwner,
+		condType:   corev1.PodConditionType(o.ProbeConditionType),
+		minPeriod:  o.MinProbePeriod,
+		maxWorkers: o.MaxProbeWorkers,
+		probes:     probe.NewProber(),
+		events:     events,
+		log:        o.Logger,
+		m:          pm,
+		pods:       c.pods.GetIndexer(),
+		workers:    map[string]*probeWorker{},
+		reported:   map[string]reportedProbe{},
+		waiting:    map[string]struct{}{},
+	}
+	if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.probes.observe,
+		UpdateFunc: func(_, obj any) { c.probes.observe(obj) },
+		DeleteFunc: c.probes.deleted,
+	}); err != nil {
+		return nil, fmt.Errorf("watch pods for probes: %w", err)
 	}
 	if _, err := c.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
@@ -134,6 +166,8 @@ func newController(client kubernetes.Interface, o *Options, m *metrics) (*contro
 // so that the first decision already sees each pod's owner.
 func (c *controller) run(ctx context.Context) error {
 	defer c.queue.ShutDown()
+	c.probes.begin(ctx)
+	defer c.probes.stop()
 	c.podFactory.Start(ctx.Done())
 	c.ownerFactory.Start(ctx.Done())
 	defer c.podFactory.Shutdown()

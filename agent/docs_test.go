@@ -32,6 +32,8 @@ func TestDocsMatchAgentMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	m := newMetrics(reg, DefaultStableConditionType)
 	m.duration.Observe(0.01)
+	pm := newProbeMetrics(reg, m)
+	pm.toCondition.Observe(0.01)
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	code := map[string]string{}
@@ -51,6 +53,7 @@ func TestDocsMatchAgentMetrics(t *testing.T) {
 	}
 	assert.Equal(t, code, docs)
 	assert.Equal(t, dto.MetricType_COUNTER, fams[1].GetType(), "families sorted by name: writes_total second")
+	assert.Len(t, fams, 7)
 }
 
 // The exporter observes the condition the agent writes: one name for both.

@@ -25,12 +25,14 @@ import (
 
 // startAgent runs the agent in this process until the test ends and
 // returns the base URL of its HTTP server, once /readyz says ready.
-func startAgent(t *testing.T, opts Options) string {
+func startAgent(t testing.TB, opts Options) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	opts.listener = lis
-	opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- opts.Start(ctx) }()
@@ -56,7 +58,7 @@ func startAgent(t *testing.T, opts Options) string {
 }
 
 // testWriter sends logs to t.Log, so that they show only for failing tests.
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
@@ -295,8 +297,10 @@ func scrape(t *testing.T, url string) agentMetrics {
 		for _, l := range s.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		require.Equal(t, DefaultStableConditionType, labels["condition_type"])
-		m.writes[labels["result"]] = s.GetCounter().GetValue()
+		require.Contains(t, []string{DefaultStableConditionType, DefaultProbeConditionType}, labels["condition_type"])
+		if labels["condition_type"] == DefaultStableConditionType {
+			m.writes[labels["result"]] = s.GetCounter().GetValue()
+		}
 	}
 	require.Contains(t, fams, durationName)
 	m.timed = fams[durationName].GetMetric()[0].GetHistogram().GetSampleCount()

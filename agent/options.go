@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/rest"
 
+	"github.com/podslo/podslo/agent/probe"
 	"github.com/podslo/podslo/conditions"
 )
 
@@ -20,6 +21,16 @@ const (
 	// can run on one host.
 	DefaultListenAddress       = ":8081"
 	DefaultStableConditionType = "podslo.io/Stable"
+	// DefaultProbeConditionType is the readiness gate a pod lists to be
+	// made Ready by the agent's probe.
+	DefaultProbeConditionType = "podslo.io/ProbeReady"
+	// DefaultMinProbePeriod is KEP-3066's floor: shorter periods and
+	// timeouts would let one annotation load the node.
+	DefaultMinProbePeriod = probe.DefaultMinPeriod
+	// DefaultMaxProbeWorkers is the kubelet's default maxPods: one probed
+	// pod each, at 100 ms periods the 1,100 probes/s measured in
+	// docs/benchmarks.md.
+	DefaultMaxProbeWorkers = 110
 )
 
 var (
@@ -47,6 +58,17 @@ type Options struct {
 	// StableConditionType is the type of the Stable condition; it needs a
 	// domain prefix. Default DefaultStableConditionType.
 	StableConditionType string
+	// ProbeConditionType is the type of the readiness gate condition written
+	// from the podslo.io/readiness-probe annotation's probe; it needs a domain
+	// prefix. Default DefaultProbeConditionType.
+	ProbeConditionType string
+	// MinProbePeriod is the shortest period and timeout a probe may ask
+	// for. Default DefaultMinProbePeriod.
+	MinProbePeriod time.Duration
+	// MaxProbeWorkers bounds the pods probed at once; a pod beyond it gets a
+	// Warning Event and waits for a free worker. Default
+	// DefaultMaxProbeWorkers.
+	MaxProbeWorkers int
 	// ShutdownTimeout bounds the HTTP server's graceful shutdown. Default 5s.
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
@@ -65,6 +87,15 @@ func (o *Options) Complete() {
 	}
 	if o.StableConditionType == "" {
 		o.StableConditionType = DefaultStableConditionType
+	}
+	if o.ProbeConditionType == "" {
+		o.ProbeConditionType = DefaultProbeConditionType
+	}
+	if o.MinProbePeriod == 0 {
+		o.MinProbePeriod = DefaultMinProbePeriod
+	}
+	if o.MaxProbeWorkers == 0 {
+		o.MaxProbeWorkers = DefaultMaxProbeWorkers
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 5 * time.Second
@@ -90,6 +121,19 @@ func (o *Options) Validate() error {
 		if _, err := conditions.NewOwner(o.StableConditionType); err != nil {
 			errs = append(errs, fmt.Errorf("--stable-condition-type: %w", err))
 		}
+	}
+	if o.ProbeConditionType != "" {
+		if _, err := conditions.NewOwner(o.ProbeConditionType); err != nil {
+			errs = append(errs, fmt.Errorf("--probe-condition-type: %w", err))
+		} else if o.ProbeConditionType == o.StableConditionType {
+			errs = append(errs, fmt.Errorf("--probe-condition-type %q: must differ from --stable-condition-type", o.ProbeConditionType))
+		}
+	}
+	if o.MinProbePeriod < 0 {
+		errs = append(errs, fmt.Errorf("--min-probe-period must not be negative, got %s", o.MinProbePeriod))
+	}
+	if o.MaxProbeWorkers < 0 {
+		errs = append(errs, fmt.Errorf("--max-probe-workers must not be negative, got %d", o.MaxProbeWorkers))
 	}
 	if o.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout must not be negative, got %s", o.ShutdownTimeout))

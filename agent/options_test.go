@@ -15,6 +15,9 @@ func TestComplete(t *testing.T) {
 	assert.Equal(t, ":8081", o.ListenAddress)
 	assert.Equal(t, "podslo.io/Stable", o.StableConditionType)
 	assert.Equal(t, 5*time.Second, o.ShutdownTimeout)
+	assert.Equal(t, "podslo.io/ProbeReady", o.ProbeConditionType)
+	assert.Equal(t, 100*time.Millisecond, o.MinProbePeriod)
+	assert.Equal(t, 110, o.MaxProbeWorkers)
 	assert.NotNil(t, o.Logger)
 	assert.NoError(t, o.Validate())
 }
@@ -54,6 +57,21 @@ func TestValidate(t *testing.T) {
 			name: "condition type not a qualified name",
 			opts: Options{NodeName: "node-a", StableConditionType: "podslo.io/not stable"},
 			want: `--stable-condition-type: new owner: invalid condition type "podslo.io/not stable": name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')`,
+		},
+		{
+			name: "probe condition type without domain",
+			opts: Options{NodeName: "node-a", ProbeConditionType: "ProbeReady"},
+			want: `--probe-condition-type: new owner: invalid condition type "ProbeReady": custom condition types need a domain prefix (example.com/ProbeReady)`,
+		},
+		{
+			name: "one type for both conditions",
+			opts: Options{NodeName: "node-a", ProbeConditionType: "podslo.io/Stable"},
+			want: `--probe-condition-type "podslo.io/Stable": must differ from --stable-condition-type`,
+		},
+		{
+			name: "negative probe bounds",
+			opts: Options{NodeName: "node-a", MinProbePeriod: -time.Millisecond, MaxProbeWorkers: -1},
+			want: "--min-probe-period must not be negative, got -1ms\n--max-probe-workers must not be negative, got -1",
 		},
 		{
 			name: "everything wrong at once",

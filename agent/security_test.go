@@ -152,11 +152,12 @@ func TestSecurityBoundary(t *testing.T) {
 			read := verb == "get" || verb == "list" || verb == "watch"
 			want[access{"", "pods", "", verb}] = read
 			want[access{"", "pods", "status", verb}] = verb == "patch"
+			want[access{"", "events", "", verb}] = verb == "create" || verb == "patch"
 			for _, res := range []string{"replicasets", "statefulsets", "daemonsets"} {
 				want[access{"apps", res, "", verb}] = read
 			}
 			for _, res := range []access{{"", "pods", "ephemeralcontainers", ""}, {"", "pods", "resize", ""}, {"", "pods", "eviction", ""}, {"", "pods", "exec", ""}, {"", "pods", "binding", ""},
-				{"", "nodes", "", ""}, {"", "nodes", "status", ""}, {"", "events", "", ""}, {"events.k8s.io", "events", "", ""}, {"", "secrets", "", ""}, {"", "configmaps", "", ""},
+				{"", "nodes", "", ""}, {"", "nodes", "status", ""}, {"events.k8s.io", "events", "", ""}, {"", "secrets", "", ""}, {"", "configmaps", "", ""},
 				{"", "serviceaccounts", "token", ""}, {"apps", "deployments", "", ""}, {"apps", "replicasets", "status", ""}, {"apps", "replicasets", "scale", ""}} {
 				res.verb = verb
 				want[res] = false

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podslo/podslo/agent"
+	"github.com/podslo/podslo/agent/probe"
 )
 
 // startAgent is what `podslo agent` runs; tests of the command line pass
@@ -25,6 +26,9 @@ func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options)
 	fs.String("node-name", "", "Node whose pods the agent watches and writes (default $NODE_NAME)")
 	fs.String("listen-address", agent.DefaultListenAddress, "Address serving /metrics, /healthz and /readyz")
 	fs.String("stable-condition-type", agent.DefaultStableConditionType, "Type of the condition set once a pod has been Ready for minReadySeconds without a container restart")
+	fs.String("probe-condition-type", agent.DefaultProbeConditionType, "Type of the readiness gate condition written from the probe in a pod's "+probe.Annotation+" annotation")
+	fs.Duration("min-probe-period", agent.DefaultMinProbePeriod, "Shortest period and timeout a readiness probe may ask for")
+	fs.Int("max-probe-workers", agent.DefaultMaxProbeWorkers, "Most pods probed at once; a pod beyond it gets a Warning Event and waits for a free worker")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		c, err := bindConfig(cmd)
@@ -46,6 +50,9 @@ func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options)
 			Kubeconfig:          c.v.GetString("kubeconfig"),
 			ListenAddress:       c.v.GetString("listen-address"),
 			StableConditionType: c.v.GetString("stable-condition-type"),
+			ProbeConditionType:  c.v.GetString("probe-condition-type"),
+			MinProbePeriod:      c.v.GetDuration("min-probe-period"),
+			MaxProbeWorkers:     c.v.GetInt("max-probe-workers"),
 			Logger:              log,
 		}
 		opts.Complete()
