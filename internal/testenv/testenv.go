@@ -165,6 +165,10 @@ func writeKubeconfig(cfg *rest.Config, path string) error {
 	return clientcmd.WriteToFile(*c, path)
 }
 
+// envtestProcess matches the command lines envtest gives kube-apiserver
+// (--cert-dir) and etcd (a k8s_test_framework_ data directory).
+var envtestProcess = regexp.MustCompile(`--cert-dir=|k8s_test_framework_`)
+
 // reapOrphans kills control-plane processes started from dir whose parent
 // is gone: a test binary that panicked could not stop them, and envtest
 // gives no way to make them die with it.
@@ -182,6 +186,13 @@ func reapOrphans(t testing.TB, dir string) {
 		}
 		exe, err := os.Readlink(filepath.Join(filepath.Dir(p), "exe"))
 		if err != nil || filepath.Dir(exe) != dir {
+			continue
+		}
+		// Only envtest's own: a kwok cluster (package demo, the end-to-end
+		// tests) runs the same binaries detached on purpose, and may be
+		// running right now in another package's test.
+		cmdline, err := os.ReadFile(filepath.Join(filepath.Dir(p), "cmdline"))
+		if err != nil || !envtestProcess.Match(cmdline) {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
