@@ -164,9 +164,12 @@ type healthServer struct {
 	stall              chan struct{}
 	passed, failed     atomic.Int64
 	lastAgent, lastHdr atomic.Value
+	first              atomic.Pointer[time.Time]
 }
 
 func (h *healthServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	h.first.CompareAndSwap(nil, &now)
 	h.lastAgent.Store(r.UserAgent())
 	h.lastHdr.Store(r.Header.Get("X-Probe"))
 	if h.stall != nil {
@@ -396,6 +399,22 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 		assert.Positive(t, scrapeProbes(t, url).durations["http/timeout"])
 	})
 
+	t.Run("initial delay", func(t *testing.T) {
+		h := &healthServer{}
+		h.healthy.Store(true)
+		port := serveHTTP(whole, "127.0.0.9", h)
+		pod := startProbedPod(t, c, ns, "late", "node-a", "127.0.0.9", port,
+			`{"httpGet":{"path":"/healthz","port":"health"},"initialDelaySeconds":1,"initialDelayMilliseconds":500,"periodSeconds":1,"periodMilliseconds":-900,"timeoutSeconds":1,"timeoutMilliseconds":-900}`)
+		g.wait(t, "late", 0, corev1.ConditionTrue)
+		// The delay counts from the container's start as the API stores
+		// it, in whole seconds.
+		started := pod.Status.ContainerStatuses[0].State.Running.StartedAt.Time
+		first := *h.first.Load()
+		t.Logf("first probe %s after the container started", first.Sub(started))
+		assert.False(t, first.Before(started.Add(1500*time.Millisecond)), "first probe %s, container started %s", first, started)
+		assert.Less(t, first.Sub(started), 1500*time.Millisecond+period)
+	})
+
 	t.Run("invalid probe", func(t *testing.T) {
 		annotation := `{"httpGet":{"port":"health"},"periodSeconds":1,"periodMilliseconds":1000}`
 		_, wantErr := probe.Parse(annotation, DefaultMinProbePeriod)
@@ -415,8 +434,9 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 		port := serveHTTP(whole, "127.0.0.7", h)
 		pod := startProbedPod(t, c, ns, "churn", "node-a", "127.0.0.7", port, fastProbe(`"httpGet":{"path":"/healthz","port":"health"}`))
 		g.wait(t, "churn", 0, corev1.ConditionTrue)
-		// http, tcp, grpc, timeout and this one; the invalid probe has none.
-		assert.Equal(t, float64(5), scrapeProbes(t, url).workers)
+		// http, tcp, grpc, timeout, initial delay and this one; the invalid
+		// probe has none.
+		assert.Equal(t, float64(6), scrapeProbes(t, url).workers)
 
 		// A restarted container gets a new worker, which finds the gate
 		// already True and writes nothing.
@@ -425,15 +445,15 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 		passed := h.passed.Load()
 		require.Eventually(t, func() bool { return h.passed.Load() >= passed+5 }, 10*time.Second, period)
 		assert.Equal(t, writes, scrapeProbes(t, url).writes[resultSuccess])
-		assert.Equal(t, float64(5), scrapeProbes(t, url).workers)
+		assert.Equal(t, float64(6), scrapeProbes(t, url).workers)
 
 		// Without the annotation the pod is no longer probed.
 		_, err := c.CoreV1().Pods(ns).Patch(ctx, "churn", types.MergePatchType,
 			[]byte(`{"metadata":{"annotations":{"`+probe.Annotation+`":null}}}`), metav1.PatchOptions{})
 		require.NoError(t, err)
-		require.Eventually(t, func() bool { return scrapeProbes(t, url).workers == 4 }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return scrapeProbes(t, url).workers == 5 }, 10*time.Second, 10*time.Millisecond)
 		stopped := h.passed.Load() + h.failed.Load()
-		// The other four workers are the clock: 20 of their probes are five
+		// The other five workers are the clock: 25 of their probes are five
 		// periods, in which a live worker would have probed five times.
 		clock := func() float64 {
 			var n float64
@@ -443,11 +463,11 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 			return n
 		}
 		from := clock()
-		require.Eventually(t, func() bool { return clock() >= from+20 }, 10*time.Second, period)
+		require.Eventually(t, func() bool { return clock() >= from+25 }, 10*time.Second, period)
 		assert.LessOrEqual(t, h.passed.Load()+h.failed.Load(), stopped+1, "probes after the annotation was removed")
 
 		require.NoError(t, c.CoreV1().Pods(ns).Delete(ctx, "slow", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}))
-		require.Eventually(t, func() bool { return scrapeProbes(t, url).workers == 3 }, 10*time.Second, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return scrapeProbes(t, url).workers == 4 }, 10*time.Second, 10*time.Millisecond)
 	})
 }
 
