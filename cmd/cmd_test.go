@@ -40,6 +40,7 @@ func TestDefaults(t *testing.T) {
 	o, err := parse(t, "exporter")
 	require.NoError(t, err)
 	assert.Equal(t, ":8080", o.ListenAddress)
+	assert.Equal(t, "https://github.com/podslo/podslo/tree/main/dashboards", o.DashboardsURL)
 	assert.Equal(t, "/var/lib/podslo", o.StateDir)
 	assert.True(t, *o.PerPodMetrics)
 	assert.Empty(t, o.PodLabels)
@@ -74,6 +75,12 @@ func TestPrecedence(t *testing.T) {
 	assert.Equal(t, []string{"app", "tier"}, o.PodLabels, "env lists are comma-separated")
 	assert.True(t, *o.PerPodMetrics, "env beats file")
 	assert.Equal(t, 30*time.Minute, o.MaxObservationAge, "file")
+}
+
+func TestDashboardsURL(t *testing.T) {
+	o, err := parse(t, "exporter", "--dashboards-url", "https://grafana.example.com/dashboards/f/podslo/")
+	require.NoError(t, err)
+	assert.Equal(t, "https://grafana.example.com/dashboards/f/podslo/", o.DashboardsURL)
 }
 
 func TestRepeatableFlags(t *testing.T) {

@@ -19,7 +19,8 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	}
 	fs := cmd.Flags()
 	addCommonFlags(fs)
-	fs.String("listen-address", exporter.DefaultListenAddress, "Address serving /metrics, /healthz and /readyz")
+	fs.String("listen-address", exporter.DefaultListenAddress, "Address serving the landing page on /, /api/v1/classes, /metrics, /healthz and /readyz")
+	fs.String("dashboards-url", exporter.DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
 	fs.String("state-dir", exporter.DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
 	fs.Bool("per-pod-metrics", true, "Export per-pod series")
 	fs.StringArray("pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
@@ -43,6 +44,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 		opts := &exporter.Options{
 			Kubeconfig:             c.v.GetString("kubeconfig"),
 			ListenAddress:          c.v.GetString("listen-address"),
+			DashboardsURL:          c.v.GetString("dashboards-url"),
 			StateDir:               c.v.GetString("state-dir"),
 			PerPodMetrics:          &perPod,
 			PodLabels:              c.list("pod-label"),

@@ -92,6 +92,14 @@ func (o *Options) Start(ctx context.Context) error {
 		perPod = podslocollectors.NewPerPod(st, labels)
 	}
 	handler := serve.Mux(podslocollectors.Handler(reg, perPod, log), watcher.Synced)
+	page := &landing{
+		table:      func() podslocollectors.Table { return podslocollectors.ClassTable(st, labels) },
+		ready:      watcher.Synced,
+		version:    podslocollectors.Version(),
+		dashboards: o.DashboardsURL,
+		log:        log,
+	}
+	page.register(handler)
 	log.Info("Serving metrics", "address", lis.Addr().String())
 
 	g, gctx := errgroup.WithContext(ctx)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -21,6 +22,9 @@ import (
 const (
 	DefaultListenAddress = ":8080"
 	DefaultStateDir      = "/var/lib/podslo"
+	// DefaultDashboardsURL is the repository's dashboards folder, for an
+	// installation that has not said where it imported them.
+	DefaultDashboardsURL = "https://github.com/podslo/podslo/tree/main/dashboards"
 )
 
 // Options configures the exporter. The zero value of each field means its
@@ -29,9 +33,13 @@ type Options struct {
 	// Kubeconfig is the path of a kubeconfig file. Default: in-cluster
 	// configuration.
 	Kubeconfig string
-	// ListenAddress serves /metrics, /healthz and /readyz. Default
-	// DefaultListenAddress.
+	// ListenAddress serves the landing page on /, /api/v1/classes,
+	// /metrics, /healthz and /readyz. Default DefaultListenAddress.
 	ListenAddress string
+	// DashboardsURL is where the landing page links to the dashboards, such
+	// as the Grafana folder they were imported into. Default
+	// DefaultDashboardsURL.
+	DashboardsURL string
 	// StateDir holds the badger state. store.InMemory keeps it in memory and
 	// loses exactly-once across restarts. Default DefaultStateDir.
 	StateDir string
@@ -79,6 +87,9 @@ func (o *Options) Complete() {
 	if o.StateDir == "" {
 		o.StateDir = DefaultStateDir
 	}
+	if o.DashboardsURL == "" {
+		o.DashboardsURL = DefaultDashboardsURL
+	}
 	if o.PerPodMetrics == nil {
 		t := true
 		o.PerPodMetrics = &t
@@ -114,6 +125,15 @@ func (o *Options) Validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
+	}
+	if o.DashboardsURL != "" {
+		// A relative URL is fine (a Grafana behind the same host); another
+		// scheme would be a link html/template neutralizes anyway.
+		if u, err := url.Parse(o.DashboardsURL); err != nil {
+			errs = append(errs, fmt.Errorf("--dashboards-url: %w", err))
+		} else if u.Scheme != "" && u.Scheme != "http" && u.Scheme != "https" {
+			errs = append(errs, fmt.Errorf("--dashboards-url %q: want an http, https or relative URL", o.DashboardsURL))
+		}
 	}
 	if o.MaxObservationAge < 0 {
 		errs = append(errs, fmt.Errorf("--max-observation-age must not be negative, got %s", o.MaxObservationAge))
