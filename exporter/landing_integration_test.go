@@ -1,0 +1,161 @@
+package exporter
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// installChromium is how a Debian machine gets the browser; .ci/run does it.
+const installChromium = "DEBIAN_FRONTEND=noninteractive apt-get install -yq --no-install-recommends chromium"
+
+// chromiumPath finds headless Chromium: $PODSLO_CHROMIUM, else chromium on
+// the PATH. CI must render the page, so a missing browser fails the test;
+// only -short, which asks to skip what needs outside tools, skips it.
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("PODSLO_CHROMIUM"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("chromium")
+	if err == nil {
+		return p
+	}
+	if testing.Short() {
+		t.Skip("chromium not found; install it (" + installChromium + ") or set PODSLO_CHROMIUM")
+	}
+	t.Fatalf("chromium not found (%v): install it (Debian: %s, as .ci/run does) or set PODSLO_CHROMIUM to its path", err, installChromium)
+	return ""
+}
+
+// dumpDOM loads url in headless Chromium and returns the DOM as the browser
+// built it. Chromium runs as root in CI containers, hence --no-sandbox; the
+// other flags keep it off the network beyond url and out of the user's
+// profile.
+func dumpDOM(t *testing.T, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, chromiumPath(t),
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir="+t.TempDir(), "--dump-dom", url)
+	// Killed with the test binary too, not only when ctx ends.
+	testenv.DieWithParent(cmd)
+	cmd.WaitDelay = 5 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	require.NoError(t, cmd.Run(), "chromium --dump-dom %s; stderr:\n%s", url, stderr.String())
+	return stdout.String()
+}
+
+// TestLandingPageOnRealAPIServer creates pods of three runtime classes with
+// known sandbox creation latencies, checks /api/v1/classes exactly, and then
+// the landing page as headless Chromium renders it.
+func TestLandingPageOnRealAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	c := env.Client
+	ctx := context.Background()
+	const ns = "landing"
+	createNamespace(t, c, ns)
+	for _, name := range []string{"runc", "kata", "gvisor"} {
+		_, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: name}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	const dashboards = "https://grafana.example.com/dashboards/f/podslo/"
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), DashboardsURL: dashboards})
+
+	// Every sandbox becomes ready at base, after every pod below is
+	// created; a latency of s seconds is a PodScheduled s seconds earlier.
+	base := time.Now().Add(30 * time.Second).Truncate(time.Second)
+	sandbox := func(status corev1.ConditionStatus, at time.Time) corev1.PodCondition {
+		return condAt(corev1.PodReadyToStartContainers, status, at)
+	}
+	observed := func(s podSpec, seconds int) *corev1.Pod {
+		p := createPod(t, c, ns, s)
+		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base.Add(-time.Duration(seconds)*time.Second)), sandbox(corev1.ConditionTrue, base))
+		return p
+	}
+	pending := func(s podSpec) {
+		p := createPod(t, c, ns, s)
+		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), sandbox(corev1.ConditionFalse, base))
+	}
+
+	crashy := observed(podSpec{name: "runc-1", runtimeClass: "runc"}, 1)
+	observed(podSpec{name: "runc-2", runtimeClass: "runc"}, 2)
+	observed(podSpec{name: "runc-3", runtimeClass: "runc"}, 3)
+	observed(podSpec{name: "runc-4", runtimeClass: "runc"}, 4)
+	// An ephemeral volume's class is its template's until the claim exists.
+	observed(podSpec{name: "kata-slow", runtimeClass: "kata", ephemeral: map[string]string{"scratch": "slow"}}, 10)
+	observed(podSpec{name: "kata-25", runtimeClass: "kata"}, 25)
+	// Beyond the last bucket bound, 3600s: in the +Inf bucket.
+	observed(podSpec{name: "kata-4000", runtimeClass: "kata"}, 4000)
+	pending(podSpec{name: "runc-pending", runtimeClass: "runc"})
+	pending(podSpec{name: "gvisor-pending", runtimeClass: "gvisor"})
+
+	// runc-1's first readiness must be recorded before its sandbox is lost
+	// and re-created, as a node crash would do.
+	eventuallyValue(t, url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "runc-1"}, 1)
+	kubelet(t, c, crashy, sandbox(corev1.ConditionFalse, base.Add(60*time.Second)))
+	kubelet(t, c, crashy, sandbox(corev1.ConditionTrue, base.Add(65*time.Second)))
+
+	// Kubelet buckets …, 1, 2, 3, 4, …, 8, 10, 20, 30, …, 3600, +Inf.
+	// runc 1, 2, 3, 4: ranks 2, 3.6, 3.96. kata 10, 25, 4000: rank 1.5 is
+	// half-way through (20, 30]; 2.7 and 2.97 only the +Inf bucket reaches.
+	// none 1, 2, 3, 4, 25, 4000: rank 3 tops (2, 3]; 5.4 and 5.94 are in
+	// +Inf. slow 10: ranks 0.5, 0.9, 0.99 in (8, 10].
+	want := []string{
+		"runtime_class gvisor count=0 p50=NaN p90=NaN p99=NaN recreations=0 pending=1",
+		"runtime_class kata count=3 p50=25.000000000 p90=3600.000000000 p99=3600.000000000 recreations=0 pending=0",
+		"runtime_class runc count=4 p50=2.000000000 p90=3.600000000 p99=3.960000000 recreations=1 pending=1",
+		"storage_class none count=6 p50=3.000000000 p90=3600.000000000 p99=3600.000000000 recreations=1 pending=2",
+		"storage_class slow count=1 p50=9.000000000 p90=9.800000000 p99=9.980000000 recreations=0 pending=0",
+	}
+	var got []string
+	require.Eventually(t, func() bool {
+		// Not get: require must not stop the test from this goroutine.
+		resp, err := http.Get(url + "/api/v1/classes")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var table collectors.Table
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" ||
+			json.NewDecoder(resp.Body).Decode(&table) != nil {
+			return false
+		}
+		got = rowsText(table)
+		return assert.ObjectsAreEqual(want, got)
+	}, 30*time.Second, 50*time.Millisecond, "last /api/v1/classes:\n%s", strings.Join(got, "\n"))
+
+	t.Run("the landing page in Chromium", func(t *testing.T) {
+		p := parsePage(t, strings.NewReader(dumpDOM(t, url+"/")))
+		assert.Equal(t, "podslo exporter", p.title)
+		assert.Contains(t, p.text, "Version "+collectors.Version()+".")
+		assert.NotContains(t, p.text, "have not synced", "the exporter is ready")
+		assert.Equal(t, wantHeader, p.header)
+		assert.Equal(t, [][]string{
+			{"runtime_class", "gvisor", "0", "-", "-", "-", "0", "1"},
+			{"runtime_class", "kata", "3", "25s", "1h", "1h", "0", "0"},
+			{"runtime_class", "runc", "4", "2s", "3.6s", "4s", "1", "1"},
+			{"storage_class", "none", "6", "3s", "1h", "1h", "1", "2"},
+			{"storage_class", "slow", "1", "9s", "9.8s", "10s", "0", "0"},
+		}, p.rows)
+		assert.Equal(t, wantLinks(dashboards), p.links)
+	})
+}
