@@ -16,15 +16,26 @@ KWOK_VERSION := $(shell sed -n 's|^[[:space:]]*sigs.k8s.io/kwok \(v[^ ]*\).*|\1|
 KWOKBIN ?= $(TESTBIN)/kwok-$(KWOK_VERSION)
 export PODSLO_KWOKBIN := $(KWOKBIN)
 
-.PHONY: build test unit testbin clusterbin kwokbin lint bench fuzz mixin mixin-check dashboard-lint clean
+.PHONY: build test demo e2e unit testbin clusterbin kwokbin lint bench fuzz mixin mixin-check dashboard-lint clean
 
 build:
 	$(GO) build -o bin/podslo .
 
 ## test: lint, build the real control plane if missing, run every test with -race.
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
-test: lint dashboard-lint testbin
+test: lint dashboard-lint testbin clusterbin kwokbin
 	$(GO) test -race -count=1 ./...
+
+## demo: podslo on a simulated cluster (kwok), with a live table per class;
+## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
+## minutes on 2 cores, behind a progress bar). DEMO_FLAGS passes flags, e.g.
+## DEMO_FLAGS=--prometheus.
+demo: build
+	bin/podslo demo --source-dir . $(DEMO_FLAGS)
+
+## e2e: the simulated cluster with a real Prometheus (part of `make test`).
+e2e: testbin clusterbin kwokbin
+	$(GO) test -count=1 -v ./e2e/
 
 ## unit: the tests that need no API server.
 unit:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,6 +35,7 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Optio
 	root.SetErr(stderr)
 	root.AddCommand(newExporterCommand(stderr, runExporter))
 	root.AddCommand(newAgentCommand(stderr, startAgent))
+	root.AddCommand(newDemoCommand(os.Stdout, stderr))
 	return root
 }
 
