@@ -141,7 +141,10 @@ func (p *Prober) Probe(ctx context.Context, probe *Probe, t Target) Outcome {
 		out.Result, out.Message = Failure, ctx.Err().Error()
 	case errors.As(err, &v):
 		out.Result, out.Message = Failure, v.msg
-	case probeCtx.Err() != nil:
+	// A gRPC server sees the deadline too (grpc-timeout) and may end the
+	// stream a moment before the client's own timer fires: its
+	// DeadlineExceeded is the same timeout.
+	case probeCtx.Err() != nil, status.Code(err) == codes.DeadlineExceeded:
 		out.Result, out.Message = Timeout, fmt.Sprintf("probe timed out after %v", probe.Timeout)
 	default:
 		out.Result, out.Message = Failure, err.Error()

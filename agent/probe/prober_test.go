@@ -19,8 +19,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -291,6 +293,11 @@ func TestProberGRPC(t *testing.T) {
 		healthpb.RegisterHealthServer(s, blockingHealth{release: blockUntilCleanup(t)})
 	})
 	refused := closedPort(t)
+	// The server gave up on the deadline first, as grpc-go's does when
+	// the client's grpc-timeout runs out on its side a moment earlier.
+	expired := startGRPC(t, func(s *grpc.Server) {
+		healthpb.RegisterHealthServer(s, expiredHealth{})
+	})
 
 	prober := NewProber()
 	for _, tc := range []struct {
@@ -307,6 +314,7 @@ func TestProberGRPC(t *testing.T) {
 		{"unknown service", `"port":1,"service":"nope"`, withHealth, Failure, `gRPC health: unknown service "nope"`},
 		{"no health service", `"port":1`, withoutHealth, Failure, "the server does not implement the gRPC health protocol (grpc.health.v1.Health)"},
 		{"slow", `"port":1`, slow, Timeout, "probe timed out after 150ms"},
+		{"deadline exceeded on the server's side", `"port":1`, expired, Timeout, "probe timed out after 150ms"},
 		{"connection refused", `"port":1`, refused, Failure,
 			fmt.Sprintf(`rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:%d: connect: connection refused"`, refused.Port)},
 	} {
@@ -386,4 +394,14 @@ func TestShorten(t *testing.T) {
 			assert.True(t, utf8.ValidString(got))
 		})
 	}
+}
+
+// expiredHealth answers every check with the status a server sends when
+// the client's deadline has passed on its side.
+type expiredHealth struct {
+	healthpb.UnimplementedHealthServer
+}
+
+func (expiredHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	return nil, status.Error(codes.DeadlineExceeded, "context deadline exceeded")
 }
