@@ -40,22 +40,28 @@ const host = "127.0.0.77"
 // everything else stays well within it. The kata pods have no volumes, so
 // they also count in storage_class "none"; there they are 26 of 242, 11%,
 // below the 14.4% a fast burn needs: that class must not page.
+//
+// The Deployments start small and grow to scaledTo once Prometheus has
+// their classes' series: increase() counts nothing of a series' first
+// sample, so observations made before the first scrape would be invisible
+// to the burn rates, and unevenly so between classes.
 func workload() *demo.Workload {
 	return &demo.Workload{Namespace: "e2e", Groups: []demo.Group{
-		{Name: "web", Replicas: 200, RuntimeClass: "runc", MinReadySeconds: 3},
+		{Name: "web", Replicas: 2, RuntimeClass: "runc", MinReadySeconds: 3},
 		// A 1 s grace period: the stages take 3 s to end a kata pod, so
 		// every churned kata pod overruns it.
-		// Two at first: the test scales them up once Prometheus has the
-		// series (see TestEndToEnd).
 		{Name: "batch", Replicas: 2, RuntimeClass: "kata", Annotations: map[string]string{demo.SandboxAnnotation: "slow"}, TerminationGracePeriodSeconds: ptr(int64(1))},
-		{Name: "api", Replicas: 8},
-		{Name: "flaky", Replicas: 4, RuntimeClass: "runc", Annotations: map[string]string{demo.SandboxCrashAnnotation: "2"}},
-		{Name: "gated", Replicas: 4, RuntimeClass: "runc", Probed: true},
+		{Name: "api", Replicas: 2},
+		{Name: "flaky", Replicas: 1, RuntimeClass: "runc", Annotations: map[string]string{demo.SandboxCrashAnnotation: "2"}},
+		{Name: "gated", Replicas: 1, RuntimeClass: "runc", Probed: true},
 		{Name: "db", Replicas: 6, RuntimeClass: "runc", StorageClass: "standard"},
 		// Pods whose sandbox never comes: pending, stuck, timed out.
 		{Name: "stuck", Replicas: 2, RuntimeClass: "runc", Annotations: map[string]string{demo.SandboxAnnotation: "never"}},
 	}}
 }
+
+// scaledTo is the Deployments' size once Prometheus scrapes them.
+var scaledTo = map[string]int{"web": 200, "batch": 26, "api": 8, "flaky": 4, "gated": 4}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -224,16 +230,14 @@ func TestEndToEnd(t *testing.T) {
 	})
 	p := prom{t: t, base: "http://" + ep.Prometheus}
 
-	// increase() counts nothing of a series' first sample: kata pods that
-	// all started before Prometheus first saw the kata series would be
-	// invisible to the alert's event count (minEvents: 20 in 1h). Scale
-	// them up once the series is there, as a rollout would.
 	require.Eventually(t, func() bool {
-		return len(p.query(`podslo_sandbox_creation_duration_seconds_count{runtime_class="kata"}`)) > 0
-	}, 5*time.Minute, time.Second, "the first kata pods were never observed")
+		return len(p.query(`count by (runtime_class) (podslo_sandbox_creation_duration_seconds_count)`)) == 3
+	}, 5*time.Minute, time.Second, "the first pods of runc, kata and none were never observed")
 	c := client(t, ep.Kubeconfig)
-	_, err := c.AppsV1().Deployments("e2e").Patch(context.Background(), "batch", types.MergePatchType, []byte(`{"spec":{"replicas":26}}`), metav1.PatchOptions{})
-	require.NoError(t, err)
+	for name, n := range scaledTo {
+		_, err := c.AppsV1().Deployments("e2e").Patch(context.Background(), name, types.MergePatchType, []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, n)), metav1.PatchOptions{})
+		require.NoError(t, err)
+	}
 	// Every pod has its sandbox: the slowest configured is 15 s after
 	// scheduling. The stuck ones never will.
 	require.Eventually(t, func() bool {
