@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -100,4 +102,25 @@ func TestReapStale(t *testing.T) {
 	left, err := filepath.Glob(filepath.Join(tmp, "podslo-demo-*"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{filepath.Join(tmp, "podslo-demo-live")}, left)
+}
+
+// TestBuild builds one real binary as a first run does, through the
+// progress bar, into a fresh directory.
+func TestBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links etcd")
+	}
+	var out bytes.Buffer
+	o := &Options{SourceDir: "..", Out: &out}
+	bin := filepath.Join(t.TempDir(), "etcd")
+	require.NoError(t, o.build(t.Context(), binaries[0], bin))
+	info, err := os.Stat(bin)
+	require.NoError(t, err)
+	assert.NotZero(t, info.Mode()&0o100, "executable")
+	// From 0% to 100% of the packages go list counted.
+	m := regexp.MustCompile(`^building etcd: 0% \(0/(\d+)\)\n`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	assert.True(t, strings.HasSuffix(out.String(), "building etcd: 100% ("+m[1]+"/"+m[1]+")\n"), out.String())
+	_, err = os.Stat(bin + ".tmp")
+	assert.True(t, os.IsNotExist(err), "no temporary binary left")
 }
