@@ -85,7 +85,14 @@ func TestStableOnRealAPIServer(t *testing.T) {
 		r0 := now()
 		states.patch(t, c, web, kubeletStatus{ready: false, readySince: r0})
 		got := rec.waitStable(t, "web", 1)
-		assert.Equal(t, []transition{{"False", ReasonNotReady, r0}}, transitions(got))
+		first := transitions(got)
+		require.Len(t, first, 1)
+		assert.Equal(t, transition{"False", ReasonNotReady, first[0].At}, first[0])
+		// NotReady from the agent's first sight of the pod: at its creation
+		// or at r0, which is a second later when the creation was late in
+		// its second.
+		assert.False(t, first[0].At.Before(web.CreationTimestamp.UTC()), "NotReady at %s, pod created %s", first[0].At, web.CreationTimestamp.UTC())
+		assert.False(t, first[0].At.After(r0), "NotReady at %s, after r0 %s", first[0].At, r0)
 
 		// Ready: Stable 2s later, by the timer, with no status update.
 		r1 := now()
