@@ -331,7 +331,13 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 		assertWithin(t, "False", down, sickAt, 4*period)
 
 		assert.Len(t, g.of("web"), 3, "one change per transition: %+v", g.of("web"))
-		m := scrapeProbes(t, url)
+		// The watch can deliver a change before the PATCH's response has
+		// reached the agent, which counts it then.
+		var m probeScrape
+		require.Eventually(t, func() bool {
+			m = scrapeProbes(t, url)
+			return m.toCondition >= 3
+		}, 10*time.Second, 5*time.Millisecond)
 		assert.Equal(t, float64(3), m.writes[resultSuccess], "a PATCH per transition, never per probe")
 		assert.GreaterOrEqual(t, m.total[string(probe.Success)], float64(passed+10))
 		assert.Equal(t, uint64(3), m.toCondition)
@@ -432,8 +438,12 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 		h := &healthServer{}
 		h.healthy.Store(true)
 		port := serveHTTP(whole, "127.0.0.7", h)
+		before := scrapeProbes(t, url).writes[resultSuccess]
 		pod := startProbedPod(t, c, ns, "churn", "node-a", "127.0.0.7", port, fastProbe(`"httpGet":{"path":"/healthz","port":"health"}`))
 		g.wait(t, "churn", 0, corev1.ConditionTrue)
+		// The agent counts its write when the PATCH's response arrives,
+		// which may be after the watch delivered the change.
+		require.Eventually(t, func() bool { return scrapeProbes(t, url).writes[resultSuccess] == before+1 }, 10*time.Second, 5*time.Millisecond)
 		// http, tcp, grpc, timeout, initial delay and this one; the invalid
 		// probe has none.
 		assert.Equal(t, float64(6), scrapeProbes(t, url).workers)
