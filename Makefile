@@ -81,6 +81,7 @@ lint:
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/kwok && $(GO) mod tidy -diff
+	cd hack/scale && $(GO) mod tidy -diff && $(GO) vet ./...
 	cd dashboards/lint && $(GO) mod tidy -diff
 
 ## mixin: regenerate alerts/prometheus_{rules,alerts}.yaml and
@@ -109,6 +110,27 @@ fuzz:
 ## bench: the benchmarks of docs/benchmarks.md.
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count 5 ./...
+
+## bench-scale: the scale benchmark of docs/benchmarks.md ("Scale on kwok"):
+## podslo with and without per-pod series next to kube-state-metrics, on one
+## kwok cluster grown to 10k, 50k and 100k pods (hack/scale). Not part of CI
+## nor of `make test`; about 40 minutes on 2 cores. Writes
+## hack/scale/results/ and docs/img/scale-*.png. SCALE_FLAGS passes flags,
+## e.g. SCALE_FLAGS=--sizes=1000,5000 for a quick run.
+KSM_VERSION ?= v2.20.0
+KSMBIN ?= $(CACHE_HOME)/podslo/ksm-$(KSM_VERSION)/kube-state-metrics
+.PHONY: bench-scale
+bench-scale: build testbin kwokbin $(KSMBIN)
+	cd hack/scale && $(GO) run . --ksm $(KSMBIN) $(SCALE_FLAGS)
+	cd hack/scale && $(GO) run ./plot --in results/results.json --out ../../docs/img
+
+# kube-state-metrics is built from its module on the Go module proxy, in the
+# module cache, into the cache directory: its source never enters this
+# repository. Built to a temporary name, as the control plane is.
+$(KSMBIN):
+	@mkdir -p $(@D)
+	dir=$$(cd / && $(GO) mod download -json k8s.io/kube-state-metrics/v2@$(KSM_VERSION) | sed -n 's|^[[:space:]]*"Dir": "\(.*\)",$$|\1|p'); \
+	test -n "$$dir" && cd "$$dir" && $(GO) build -trimpath -o $@.tmp . && mv $@.tmp $@
 
 clean:
 	rm -rf bin

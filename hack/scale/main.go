@@ -1,0 +1,36 @@
+// Command scale is podslo's scale benchmark (`make bench-scale`, not part of
+// CI): on one kwok cluster it grows the number of pods through a list of
+// sizes and, at each size, measures podslo with per-pod series, podslo
+// without them and kube-state-metrics (pods collector only), all three
+// running side by side against the same pods. It writes the results as JSON
+// and as a markdown table; ./plot renders them. docs/benchmarks.md ("Scale
+// on kwok") explains every figure.
+//
+//	go run . --podslo ../../bin/podslo --ksm ~/.cache/podslo/ksm-v2.20.0/kube-state-metrics
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	opts, err := parseOptions(os.Args[1:])
+	if err == nil {
+		err = opts.Validate()
+	}
+	if err == nil {
+		err = run(ctx, opts, log)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,550 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	// An exporter is quiet when it used less than quietCores over the
+	// last quietWindow: it has handled every event sent to it.
+	quietCores  = 0.05
+	quietWindow = 5 * time.Second
+	// idleWindow measures each exporter's CPU use with nothing happening,
+	// before and after an update burst, to subtract from the burst's: at
+	// 100k pods the idle use is of the same order as the updates'.
+	idleWindow = 30 * time.Second
+	// probeTimeout bounds one status-change measurement.
+	probeTimeout = 2 * time.Minute
+)
+
+func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
+	if o.Workdir == "" {
+		if o.Workdir, err = os.MkdirTemp("", "scale-bench-"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(o.Workdir, 0o755); err != nil {
+		return err
+	}
+	if !o.Keep {
+		defer os.RemoveAll(o.Workdir)
+	}
+	log.Info("Workdir", "path", o.Workdir)
+	res := &Results{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o), Options: o}
+
+	c := &cluster{log: log}
+	defer c.down()
+	if err := c.up(ctx, o); err != nil {
+		return err
+	}
+	log.Info("Cluster up", "kubeconfig", c.Kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = o.QPS, o.Burst
+	// Protobuf is cheaper than JSON for the API server to decode.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	w := &workload{cs: cs, workers: o.Workers, podsPerNode: o.PodsPerNode}
+	if err := w.setUp(ctx, o.Repo); err != nil {
+		return fmt.Errorf("set up the cluster: %w", err)
+	}
+
+	procs, err := startExporters(o, c.Kubeconfig, log)
+	defer func() {
+		for _, p := range slices.Backward(procs) {
+			p.stop()
+		}
+	}()
+	if err != nil {
+		return err
+	}
+	for _, p := range procs {
+		if err := p.waitReady(ctx); err != nil {
+			return err
+		}
+	}
+	b := &bench{o: o, w: w, procs: procs, log: log}
+	for _, size := range o.Sizes {
+		sr, err := b.measure(ctx, size)
+		if sr != nil {
+			res.Sizes = append(res.Sizes, *sr)
+		}
+		res.Finished = time.Now().UTC()
+		// Written after every size, so that a run cut short keeps what it
+		// measured.
+		if werr := res.write(o.Out, o.Markdown); werr != nil {
+			return errors.Join(err, werr)
+		}
+		if err != nil {
+			return fmt.Errorf("at %d pods: %w", size, err)
+		}
+	}
+	log.Info("Done", "results", o.Out, "table", o.Markdown)
+	return nil
+}
+
+// bench holds what carries over from one size to the next.
+type bench struct {
+	o     *Options
+	w     *workload
+	procs []*process
+	log   *slog.Logger
+	// probesStarted counts probe pods made Ready: they count among the
+	// Ready pods the exporters must show.
+	probesStarted int
+}
+
+func (b *bench) proc(name string) *process {
+	for _, p := range b.procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	panic("no exporter " + name)
+}
+
+func (b *bench) measure(ctx context.Context, size int) (*SizeResult, error) {
+	nodes := (size + b.o.PodsPerNode - 1) / b.o.PodsPerNode
+	sr := &SizeResult{Pods: size, Nodes: nodes, LoadAvgStart: loadAvg()}
+	log := b.log.With("pods", size)
+
+	start := time.Now()
+	if err := b.w.growNodes(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("create nodes: %w", err)
+	}
+	sr.Growth.PodsBefore = b.w.pods
+	podsStart := time.Now()
+	if err := b.w.growPods(ctx, size); err != nil {
+		return nil, fmt.Errorf("create pods: %w", err)
+	}
+	sr.Growth.CreateSeconds = time.Since(podsStart).Seconds()
+	sr.Growth.CreatedPerSecond = float64(size-sr.Growth.PodsBefore) / sr.Growth.CreateSeconds
+	log.Info("Pods created and bound", "seconds", sr.Growth.CreateSeconds, "perSecond", sr.Growth.CreatedPerSecond)
+
+	methods := b.methods()
+	var names []string
+	for _, m := range methods {
+		for i := range b.o.Probes {
+			names = append(names, probeName(size, m.key, i))
+		}
+	}
+	uids, err := b.w.createProbes(ctx, names)
+	if err != nil {
+		return nil, fmt.Errorf("create probe pods: %w", err)
+	}
+
+	if err := b.settle(ctx, log); err != nil {
+		return sr, err
+	}
+	sr.Growth.ReadySeconds = time.Since(start).Seconds()
+	ready := b.w.pods + b.probesStarted
+
+	results := map[string]*ExporterResult{}
+	for _, p := range b.procs {
+		r := &ExporterResult{Name: p.Name}
+		results[p.Name] = r
+		sr.Exporters = append(sr.Exporters, r)
+		if r.RSSSettledBytes, _, err = p.memory(); err != nil {
+			return sr, err
+		}
+		if p.StateDir != "" {
+			if r.StateDirBytes, r.StateDirDiskBytes, err = diskUsage(p.StateDir); err != nil {
+				return sr, err
+			}
+		}
+	}
+	// What each exporter shows once settled: podslo must have observed
+	// every Ready pod, kube-state-metrics must show each as Ready.
+	for _, p := range b.procs {
+		e, err := b.exposition(ctx, p, ready)
+		if err != nil {
+			return sr, err
+		}
+		results[p.Name].Series = e.Series
+	}
+
+	if err := b.cpuBurst(ctx, size, results, log); err != nil {
+		return sr, err
+	}
+	if _, err := b.quiet(ctx, b.procs); err != nil {
+		return sr, err
+	}
+
+	for _, p := range b.procs {
+		r := results[p.Name]
+		for range b.o.Scrapes {
+			s, err := timedScrape(ctx, p.URL)
+			if err != nil {
+				// Once more: a failed scrape is not a slow one.
+				log.Warn("Scrape failed, retrying", "exporter", p.Name, "err", err)
+				s, err = timedScrape(ctx, p.URL)
+			}
+			if err != nil {
+				return sr, fmt.Errorf("scrape %s: %w", p.Name, err)
+			}
+			r.Scrapes = append(r.Scrapes, s)
+		}
+		var secs []float64
+		for _, s := range r.Scrapes {
+			secs = append(secs, s.Seconds)
+		}
+		r.ScrapeP50, r.ScrapeP99 = quantile(secs, 0.5), quantile(secs, 0.99)
+		log.Info("Scraped", "exporter", p.Name, "p50", r.ScrapeP50, "p99", r.ScrapeP99, "bytes", r.Scrapes[0].Bytes, "encoding", r.Scrapes[0].Encoding)
+		if r.RSSAfterScrapesBytes, r.PeakRSSBytes, err = p.memory(); err != nil {
+			return sr, err
+		}
+	}
+
+	for _, m := range methods {
+		d, err := b.delays(ctx, size, m, uids)
+		if err != nil {
+			return sr, err
+		}
+		sr.Delays = append(sr.Delays, d)
+		log.Info("Status change to metric", "method", m.Observable, "p50", d.P50, "p99", d.P99, "missed", d.Missed)
+	}
+	sr.LoadAvgEnd = loadAvg()
+	return sr, nil
+}
+
+// settle waits until podslo without per-pod series has observed every
+// pod's readiness (kwok has brought them all up) and then until every
+// exporter is quiet.
+func (b *bench) settle(ctx context.Context, log *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(ctx, b.o.SettleTimeout)
+	defer cancel()
+	want := float64(b.w.pods + b.probesStarted)
+	off := b.proc(podsloOff)
+	last := time.Now()
+	for {
+		e, err := count(ctx, off.URL)
+		if err != nil {
+			return err
+		}
+		if e.Readiness >= want {
+			break
+		}
+		if time.Since(last) > 15*time.Second {
+			log.Info("Waiting for pods to become Ready", "ready", e.Readiness, "want", want)
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%v of %v pods Ready: %w", e.Readiness, want, ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
+	_, err := b.quiet(ctx, b.procs)
+	return err
+}
+
+// exposition scrapes p once, untimed, and checks that it shows ready Ready
+// pods, retrying for a while: kube-state-metrics may still be behind.
+func (b *bench) exposition(ctx context.Context, p *process, ready int) (exposition, error) {
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		e, err := count(ctx, p.URL)
+		if err != nil {
+			return e, err
+		}
+		got := e.ReadyTrue
+		if p.Name != ksm {
+			got = int(e.Readiness)
+		}
+		if got >= ready {
+			return e, nil
+		}
+		if time.Now().After(deadline) {
+			return e, fmt.Errorf("%s shows %d Ready pods, want %d", p.Name, got, ready)
+		}
+		select {
+		case <-ctx.Done():
+			return e, ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// quietAt is when an exporter went quiet and its CPU time then.
+type quietAt struct {
+	at  time.Time
+	cpu float64
+}
+
+// quiet waits until each process has used less than quietCores over
+// quietWindow, sampling from now on.
+func (b *bench) quiet(ctx context.Context, procs []*process) (map[string]quietAt, error) {
+	type sample struct {
+		at  time.Time
+		cpu float64
+	}
+	history := map[string][]sample{}
+	out := map[string]quietAt{}
+	deadline := time.Now().Add(b.o.SettleTimeout)
+	for {
+		now := time.Now()
+		for _, p := range procs {
+			if _, ok := out[p.Name]; ok {
+				continue
+			}
+			cpu, err := p.cpuSeconds()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", p.Name, err)
+			}
+			h := append(history[p.Name], sample{now, cpu})
+			history[p.Name] = h
+			// The newest sample at least quietWindow old.
+			for i := len(h) - 1; i >= 0; i-- {
+				if now.Sub(h[i].at) >= quietWindow {
+					if (cpu-h[i].cpu)/now.Sub(h[i].at).Seconds() < quietCores {
+						out[p.Name] = quietAt{h[i].at, h[i].cpu}
+					}
+					break
+				}
+			}
+		}
+		if len(out) == len(procs) {
+			return out, nil
+		}
+		if now.After(deadline) {
+			return nil, fmt.Errorf("exporters not quiet after %s", b.o.SettleTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// idleCores measures each exporter's CPU use over idleWindow with nothing
+// happening in the cluster.
+func (b *bench) idleCores(ctx context.Context) (map[string]float64, error) {
+	before := map[string]float64{}
+	for _, p := range b.procs {
+		cpu, err := p.cpuSeconds()
+		if err != nil {
+			return nil, err
+		}
+		before[p.Name] = cpu
+	}
+	t0 := time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(idleWindow):
+	}
+	elapsed := time.Since(t0).Seconds()
+	idle := map[string]float64{}
+	for _, p := range b.procs {
+		cpu, err := p.cpuSeconds()
+		if err != nil {
+			return nil, err
+		}
+		idle[p.Name] = (cpu - before[p.Name]) / elapsed
+	}
+	return idle, nil
+}
+
+// cpuBurst patches a condition on Updates pods and charges each exporter
+// the CPU time it used from the first patch until it went quiet, less what
+// it uses idle over as long (the mean of its idle use before and after).
+func (b *bench) cpuBurst(ctx context.Context, size int, results map[string]*ExporterResult, log *slog.Logger) error {
+	idleBefore, err := b.idleCores(ctx)
+	if err != nil {
+		return err
+	}
+	start := map[string]float64{}
+	for _, p := range b.procs {
+		cpu, err := p.cpuSeconds()
+		if err != nil {
+			return err
+		}
+		start[p.Name] = cpu
+	}
+	n := min(b.o.Updates, b.w.pods)
+	tStart := time.Now()
+	if err := b.w.touch(ctx, n, fmt.Sprintf("burst at %d pods", size)); err != nil {
+		return fmt.Errorf("patch pods: %w", err)
+	}
+	patchSeconds := time.Since(tStart).Seconds()
+	end, err := b.quiet(ctx, b.procs)
+	if err != nil {
+		return err
+	}
+	idleAfter, err := b.idleCores(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range b.procs {
+		window := max(end[p.Name].at.Sub(tStart).Seconds(), 0)
+		gross := end[p.Name].cpu - start[p.Name]
+		idle := (idleBefore[p.Name] + idleAfter[p.Name]) / 2
+		r := results[p.Name]
+		r.CPU = CPUResult{
+			Updates:          n,
+			PatchSeconds:     patchSeconds,
+			WindowSeconds:    window,
+			GrossSeconds:     gross,
+			IdleCoresBefore:  idleBefore[p.Name],
+			IdleCoresAfter:   idleAfter[p.Name],
+			GrossPerThousand: gross / float64(n) * 1000,
+			PerThousand:      max(gross-idle*window, 0) / float64(n) * 1000,
+		}
+		log.Info("Update burst", "exporter", p.Name, "updates", n, "cpuPer1k", r.CPU.PerThousand, "grossPer1k", r.CPU.GrossPerThousand,
+			"window", window, "idleBefore", idleBefore[p.Name], "idleAfter", idleAfter[p.Name])
+	}
+	return nil
+}
+
+// method is one way of seeing a probe's status change in an exporter.
+type method struct {
+	key        string // in the probe pods' names
+	exporter   string
+	Observable string
+	// before reads what poll compares with; poll reports whether the
+	// change shows, and when it was seen.
+	before func(ctx context.Context) (float64, error)
+	poll   func(ctx context.Context, name string, uid types.UID, before float64) (time.Time, error)
+	// minPeriod spaces polls of cheap endpoints.
+	minPeriod time.Duration
+}
+
+func (b *bench) methods() []method {
+	on, off, k := b.proc(podsloOn), b.proc(podsloOff), b.proc(ksm)
+	perPodLine := []byte("podslo_pod_sandbox_creation_seconds{")
+	aggLine := []byte("podslo_sandbox_creation_duration_seconds_count{")
+	probeClass := []byte(`runtime_class="` + probeRuntimeClass + `"`)
+	probeCount := func(url string) func(ctx context.Context) (float64, error) {
+		return func(ctx context.Context) (float64, error) {
+			var v float64
+			_, err := scan(ctx, url, func(line []byte) bool {
+				if bytes.HasPrefix(line, aggLine) && bytes.Contains(line, probeClass) {
+					v += value(line)
+				}
+				return false
+			})
+			return v, err
+		}
+	}
+	none := func(context.Context) (float64, error) { return 0, nil }
+	return []method{
+		{
+			key: "on", exporter: podsloOn, before: none,
+			Observable: "podslo_pod_sandbox_creation_seconds{uid} appears on /metrics",
+			poll: func(ctx context.Context, _ string, uid types.UID, _ float64) (time.Time, error) {
+				want := []byte(`uid="` + string(uid) + `"`)
+				return scan(ctx, on.URL, func(line []byte) bool {
+					return bytes.HasPrefix(line, perPodLine) && bytes.Contains(line, want)
+				})
+			},
+		},
+		{
+			key: "classes", exporter: podsloOn, minPeriod: 10 * time.Millisecond,
+			Observable: "the probe class's count on /api/v1/classes grows (same state, no full scrape)",
+			before: func(ctx context.Context) (float64, error) {
+				n, err := classCount(ctx, on.URL, probeRuntimeClass)
+				return float64(n), err
+			},
+			poll: func(ctx context.Context, _ string, _ types.UID, before float64) (time.Time, error) {
+				n, err := classCount(ctx, on.URL, probeRuntimeClass)
+				if err != nil || float64(n) <= before {
+					return time.Time{}, err
+				}
+				return time.Now(), nil
+			},
+		},
+		{
+			key: "off", exporter: podsloOff, minPeriod: 10 * time.Millisecond,
+			Observable: "podslo_sandbox_creation_duration_seconds_count{runtime_class} grows on /metrics",
+			before:     probeCount(off.URL),
+			poll: func(ctx context.Context, _ string, _ types.UID, before float64) (time.Time, error) {
+				return scan(ctx, off.URL, func(line []byte) bool {
+					return bytes.HasPrefix(line, aggLine) && bytes.Contains(line, probeClass) && value(line) > before
+				})
+			},
+		},
+		{
+			key: "ksm", exporter: ksm, before: none,
+			Observable: `kube_pod_status_ready{pod,condition="true"} is 1 on /metrics`,
+			poll: func(ctx context.Context, name string, _ types.UID, _ float64) (time.Time, error) {
+				want := []byte(`pod="` + name + `"`)
+				return scan(ctx, k.URL, func(line []byte) bool {
+					return bytes.HasPrefix(line, ksmReady) && bytes.HasSuffix(line, ksmTrue) && bytes.Contains(line, want)
+				})
+			},
+		},
+	}
+}
+
+// delays times Probes status changes as m sees them, one at a time: from
+// just before the PATCH is sent until the poll that shows it returns.
+func (b *bench) delays(ctx context.Context, size int, m method, uids map[string]types.UID) (DelayResult, error) {
+	d := DelayResult{Exporter: m.exporter, Observable: m.Observable}
+	var pollSeconds float64
+	var polls int
+	for i := range b.o.Probes {
+		name := probeName(size, m.key, i)
+		before, err := m.before(ctx)
+		if err != nil {
+			return d, err
+		}
+		t0 := time.Now()
+		if err := b.w.startProbe(ctx, name); err != nil {
+			return d, fmt.Errorf("patch probe %s: %w", name, err)
+		}
+		b.probesStarted++
+		var seen time.Time
+		for time.Since(t0) < probeTimeout && seen.IsZero() {
+			p0 := time.Now()
+			if seen, err = m.poll(ctx, name, uids[name], before); err != nil {
+				return d, err
+			}
+			polls++
+			pollSeconds += time.Since(p0).Seconds()
+			if rest := m.minPeriod - time.Since(p0); seen.IsZero() && rest > 0 {
+				select {
+				case <-ctx.Done():
+					return d, ctx.Err()
+				case <-time.After(rest):
+				}
+			}
+		}
+		if seen.IsZero() {
+			d.Missed++
+			continue
+		}
+		d.Samples = append(d.Samples, seen.Sub(t0).Seconds())
+	}
+	d.P50, d.P99 = quantile(d.Samples, 0.5), quantile(d.Samples, 0.99)
+	if polls > 0 {
+		d.MeanPollSeconds = pollSeconds / float64(polls)
+	}
+	return d, nil
+}
+
+// quantile is the nearest-rank quantile: with 20 samples, q=0.99 is the
+// largest.
+func quantile(xs []float64, q float64) seconds {
+	if len(xs) == 0 {
+		return seconds(math.NaN())
+	}
+	s := slices.Sorted(slices.Values(xs))
+	return seconds(s[max(int(math.Ceil(q*float64(len(s))))-1, 0)])
+}

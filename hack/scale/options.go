@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options configure one benchmark run.
+type Options struct {
+	// Repo is the podslo checkout, for deploy/kwok and hack/scale/kwok.yaml.
+	// Default "../..", the repository root seen from hack/scale.
+	Repo string
+	// Podslo is the podslo binary. Default "<Repo>/bin/podslo".
+	Podslo string
+	// KSM is the kube-state-metrics binary. Required.
+	KSM string
+	// Testbin holds etcd, kube-apiserver, kube-controller-manager and
+	// kube-scheduler; Kwokbin holds kwok and kwokctl. Defaults:
+	// $PODSLO_TESTBIN and $PODSLO_KWOKBIN, as make exports them.
+	Testbin, Kwokbin string
+	// Workdir holds the kwok cluster, the exporters' state and logs; it is
+	// removed at the end unless Keep. Default: a new directory in $TMPDIR.
+	Workdir string
+	// Keep leaves Workdir in place (the cluster is deleted in any case).
+	Keep bool
+	// Sizes are the pod counts to measure at, growing. Default 10000,
+	// 50000, 100000.
+	Sizes []int
+	// PodsPerNode sets the number of kwok nodes: one per PodsPerNode pods.
+	// Default 100.
+	PodsPerNode int
+	// Workers create and patch pods in parallel. Default 48.
+	Workers int
+	// QPS and Burst of the benchmark's client. Default 3000 and 6000.
+	QPS   float32
+	Burst int
+	// Scrapes is the number of timed scrapes per exporter and size.
+	// Default 20.
+	Scrapes int
+	// Probes is the number of status changes timed per exporter and size.
+	// Default 20.
+	Probes int
+	// Updates is the number of pods whose status is patched to measure CPU
+	// per update (at most the size). Default 10000.
+	Updates int
+	// SettleTimeout bounds the wait for the pods to become ready and the
+	// exporters to go quiet at each size. Default 30m.
+	SettleTimeout time.Duration
+	// Out is the JSON results file; Markdown the table. Defaults
+	// "results/results.json" and "results/results.md".
+	Out, Markdown string
+}
+
+func parseOptions(args []string) (*Options, error) {
+	o := &Options{}
+	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
+	fs.StringVar(&o.Repo, "repo", "../..", "podslo repository root")
+	fs.StringVar(&o.Podslo, "podslo", "", "podslo binary (default <repo>/bin/podslo)")
+	fs.StringVar(&o.KSM, "ksm", "", "kube-state-metrics binary (required)")
+	fs.StringVar(&o.Testbin, "testbin", os.Getenv("PODSLO_TESTBIN"), "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler")
+	fs.StringVar(&o.Kwokbin, "kwokbin", os.Getenv("PODSLO_KWOKBIN"), "directory of kwok and kwokctl")
+	fs.StringVar(&o.Workdir, "workdir", "", "cluster, state and logs (default: a new temporary directory)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the workdir (logs, state) after the run")
+	sizes := fs.String("sizes", "10000,50000,100000", "pod counts to measure at, growing")
+	fs.IntVar(&o.PodsPerNode, "pods-per-node", 100, "one kwok node per this many pods")
+	fs.IntVar(&o.Workers, "workers", 48, "parallel requests when creating and patching pods")
+	qps := fs.Float64("qps", 3000, "client QPS")
+	fs.IntVar(&o.Burst, "burst", 6000, "client burst")
+	fs.IntVar(&o.Scrapes, "scrapes", 20, "timed scrapes per exporter and size")
+	fs.IntVar(&o.Probes, "probes", 20, "timed status changes per exporter and size")
+	fs.IntVar(&o.Updates, "updates", 10000, "pods patched to measure CPU per update")
+	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 30*time.Minute, "wait at most this long for pods and exporters to settle at each size")
+	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
+	fs.StringVar(&o.Markdown, "markdown", "results/results.md", "markdown table of the results")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	o.QPS = float32(*qps)
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return nil, fmt.Errorf("--sizes: %w", err)
+		}
+		o.Sizes = append(o.Sizes, n)
+	}
+	if o.Podslo == "" {
+		o.Podslo = filepath.Join(o.Repo, "bin", "podslo")
+	}
+	return o, nil
+}
+
+// Validate reports the first option that cannot work.
+func (o *Options) Validate() error {
+	for _, f := range []struct{ flag, path string }{
+		{"--podslo", o.Podslo}, {"--ksm", o.KSM},
+		{"--testbin", filepath.Join(o.Testbin, "kube-apiserver")},
+		{"--kwokbin", filepath.Join(o.Kwokbin, "kwokctl")},
+		{"--repo", filepath.Join(o.Repo, "deploy", "kwok", "pod-stages.yaml")},
+	} {
+		if f.path == "" {
+			return fmt.Errorf("%s is required", f.flag)
+		}
+		if _, err := os.Stat(f.path); err != nil {
+			return fmt.Errorf("%s: %w", f.flag, err)
+		}
+	}
+	if len(o.Sizes) == 0 || !slices.IsSorted(o.Sizes) || o.Sizes[0] <= 0 {
+		return errors.New("--sizes must be positive and growing")
+	}
+	if o.PodsPerNode <= 0 || o.Workers <= 0 || o.Scrapes <= 0 || o.Probes <= 0 || o.Updates <= 0 {
+		return errors.New("--pods-per-node, --workers, --scrapes, --probes and --updates must be positive")
+	}
+	return nil
+}

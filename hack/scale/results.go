@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Results is the JSON the benchmark writes and ./plot reads.
+type Results struct {
+	Started  time.Time    `json:"started"`
+	Finished time.Time    `json:"finished"`
+	Machine  Machine      `json:"machine"`
+	Versions Versions     `json:"versions"`
+	Options  *Options     `json:"options"`
+	Sizes    []SizeResult `json:"sizes"`
+}
+
+type Machine struct {
+	CPUs     int    `json:"cpus"`
+	CPUModel string `json:"cpuModel"`
+	MemBytes int64  `json:"memBytes"`
+	Kernel   string `json:"kernel"`
+	Go       string `json:"go"`
+}
+
+type Versions struct {
+	Podslo           string `json:"podslo"` // git describe of the repository
+	KubeStateMetrics string `json:"kubeStateMetrics"`
+	Kubernetes       string `json:"kubernetes"` // the testbin directory's name
+	Kwok             string `json:"kwok"`
+}
+
+type SizeResult struct {
+	Pods         int    `json:"pods"`
+	Nodes        int    `json:"nodes"`
+	LoadAvgStart string `json:"loadAvgStart"`
+	LoadAvgEnd   string `json:"loadAvgEnd"`
+	Growth       struct {
+		PodsBefore       int     `json:"podsBefore"`
+		CreateSeconds    float64 `json:"createSeconds"`    // create and bind the new pods
+		CreatedPerSecond float64 `json:"createdPerSecond"` // pods created and bound per second
+		ReadySeconds     float64 `json:"readySeconds"`     // from the first new node to every pod Ready and every exporter quiet
+	} `json:"growth"`
+	Exporters []*ExporterResult `json:"exporters"`
+	Delays    []DelayResult     `json:"delays"`
+}
+
+type ExporterResult struct {
+	Name                 string    `json:"name"`
+	RSSSettledBytes      int64     `json:"rssSettledBytes"`      // VmRSS once every pod is Ready and the exporter quiet
+	RSSAfterScrapesBytes int64     `json:"rssAfterScrapesBytes"` // VmRSS after the timed scrapes
+	PeakRSSBytes         int64     `json:"peakRSSBytes"`         // VmHWM: the peak since start, growth included
+	StateDirBytes        int64     `json:"stateDirBytes,omitempty"`
+	StateDirDiskBytes    int64     `json:"stateDirDiskBytes,omitempty"`
+	Series               int       `json:"series"`
+	CPU                  CPUResult `json:"cpu"`
+	Scrapes              []scrape  `json:"scrapes"`
+	ScrapeP50            seconds   `json:"scrapeP50"`
+	ScrapeP99            seconds   `json:"scrapeP99"`
+}
+
+type CPUResult struct {
+	Updates       int     `json:"updates"`
+	PatchSeconds  float64 `json:"patchSeconds"`  // to send every PATCH
+	WindowSeconds float64 `json:"windowSeconds"` // first PATCH to the exporter quiet
+	GrossSeconds  float64 `json:"grossSeconds"`  // CPU over the window
+	// CPU use with nothing happening, over idleWindow before the burst
+	// and after the exporter went quiet.
+	IdleCoresBefore  float64 `json:"idleCoresBefore"`
+	IdleCoresAfter   float64 `json:"idleCoresAfter"`
+	GrossPerThousand float64 `json:"grossPerThousand"` // gross per 1,000 updates
+	PerThousand      float64 `json:"perThousand"`      // (gross - mean idle × window) per 1,000 updates
+}
+
+type DelayResult struct {
+	Exporter        string    `json:"exporter"`
+	Observable      string    `json:"observable"`
+	Samples         []float64 `json:"samples"`
+	Missed          int       `json:"missed"`
+	P50             seconds   `json:"p50"`
+	P99             seconds   `json:"p99"`
+	MeanPollSeconds float64   `json:"meanPollSeconds"`
+}
+
+// seconds is a duration that may be unknown (NaN): null in JSON.
+type seconds float64
+
+func (s seconds) MarshalJSON() ([]byte, error) {
+	if math.IsNaN(float64(s)) {
+		return []byte("null"), nil
+	}
+	return json.Marshal(float64(s))
+}
+
+func (s *seconds) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*s = seconds(math.NaN())
+		return nil
+	}
+	return json.Unmarshal(b, (*float64)(s))
+}
+
+func describeMachine() Machine {
+	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	var info syscall.Sysinfo_t
+	if syscall.Sysinfo(&info) == nil {
+		m.MemBytes = int64(info.Totalram) * int64(info.Unit)
+	}
+	var u syscall.Utsname
+	if syscall.Uname(&u) == nil {
+		var b []byte
+		for _, c := range u.Release {
+			if c == 0 {
+				break
+			}
+			b = append(b, byte(c))
+		}
+		m.Kernel = string(b)
+	}
+	return m
+}
+
+func describeVersions(ctx context.Context, o *Options) Versions {
+	v := Versions{
+		Kubernetes: filepath.Base(o.Testbin),
+		Kwok:       strings.TrimPrefix(filepath.Base(o.Kwokbin), "kwok-"),
+		// make builds it into ksm-<version>/.
+		KubeStateMetrics: strings.TrimPrefix(filepath.Base(filepath.Dir(o.KSM)), "ksm-"),
+	}
+	if out, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "describe", "--always", "--dirty").Output(); err == nil {
+		v.Podslo = strings.TrimSpace(string(out))
+	}
+	return v
+}
+
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func (r *Results) write(jsonPath, mdPath string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(jsonPath), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(mdPath), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(mdPath, r.markdown(), 0o644)
+}
+
+// markdown renders one table per size, then the targets at the largest.
+func (r *Results) markdown() []byte {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "Measured %s, %d CPUs (%s), %.0f GiB, Linux %s, %s; podslo %s, kube-state-metrics %s, Kubernetes %s, kwok %s.\n",
+		r.Started.Format("2006-01-02"), r.Machine.CPUs, r.Machine.CPUModel, float64(r.Machine.MemBytes)/(1<<30), r.Machine.Kernel, r.Machine.Go,
+		r.Versions.Podslo, r.Versions.KubeStateMetrics, r.Versions.Kubernetes, r.Versions.Kwok)
+	for _, s := range r.Sizes {
+		on, off, k := s.exporter(podsloOn), s.exporter(podsloOff), s.exporter(ksm)
+		if on == nil || off == nil || k == nil || len(on.Scrapes) == 0 || len(off.Scrapes) == 0 || len(k.Scrapes) == 0 {
+			fmt.Fprintf(&b, "\n### %s pods: incomplete, see the JSON\n", thousands(s.Pods))
+			continue
+		}
+		fmt.Fprintf(&b, "\n### %s pods on %s nodes\n\n", thousands(s.Pods), thousands(s.Nodes))
+		fmt.Fprintf(&b, "Created and bound at %.0f pods/s; %.0f s from the first new node to every pod Ready and the exporters quiet. Load average %s at the start, %s at the end.\n\n",
+			s.Growth.CreatedPerSecond, s.Growth.ReadySeconds, s.LoadAvgStart, s.LoadAvgEnd)
+		b.WriteString("| | podslo | podslo, no per-pod | kube-state-metrics | podslo / KSM | no per-pod / KSM |\n|---|---|---|---|---|---|\n")
+		row := func(what string, f func(*ExporterResult) float64, format string) {
+			a, c, d := f(on), f(off), f(k)
+			fmt.Fprintf(&b, "| %s | "+format+" | "+format+" | "+format+" | %s | %s |\n", what, a, c, d, ratio(a, d), ratio(c, d))
+		}
+		mb := func(v int64) float64 { return float64(v) / 1e6 }
+		row("RSS settled (MB)", func(e *ExporterResult) float64 { return mb(e.RSSSettledBytes) }, "%.0f")
+		row("RSS after the timed scrapes (MB)", func(e *ExporterResult) float64 { return mb(e.RSSAfterScrapesBytes) }, "%.0f")
+		row("peak RSS since start (MB)", func(e *ExporterResult) float64 { return mb(e.PeakRSSBytes) }, "%.0f")
+		row("CPU s per 1k pod updates, net of idle", func(e *ExporterResult) float64 { return e.CPU.PerThousand }, "%.3f")
+		row("CPU s per 1k pod updates, gross", func(e *ExporterResult) float64 { return e.CPU.GrossPerThousand }, "%.3f")
+		fmt.Fprintf(&b, "| idle CPU (cores, before / after the updates) | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | | |\n",
+			on.CPU.IdleCoresBefore, on.CPU.IdleCoresAfter, off.CPU.IdleCoresBefore, off.CPU.IdleCoresAfter, k.CPU.IdleCoresBefore, k.CPU.IdleCoresAfter)
+		row("/metrics p50 (s)", func(e *ExporterResult) float64 { return float64(e.ScrapeP50) }, "%.3f")
+		row("/metrics p99 (s)", func(e *ExporterResult) float64 { return float64(e.ScrapeP99) }, "%.3f")
+		row("/metrics body (MB, as sent)", func(e *ExporterResult) float64 { return mb(e.Scrapes[0].Bytes) }, "%.1f")
+		row("series", func(e *ExporterResult) float64 { return float64(e.Series) }, "%.0f")
+		fmt.Fprintf(&b, "| state dir (MB, apparent / on disk) | %.1f / %.1f | %.1f / %.1f | | | |\n",
+			mb(on.StateDirBytes), mb(on.StateDirDiskBytes), mb(off.StateDirBytes), mb(off.StateDirDiskBytes))
+		b.WriteString("\n| status change → metric | seen as | p50 (s) | p99 (s) | missed | mean poll (s) |\n|---|---|---|---|---|---|\n")
+		for _, d := range s.Delays {
+			fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %d | %.3f |\n", d.Exporter, d.Observable, d.P50, d.P99, d.Missed, d.MeanPollSeconds)
+		}
+	}
+	return b.Bytes()
+}
+
+func (s *SizeResult) exporter(name string) *ExporterResult {
+	for _, e := range s.Exporters {
+		if e.Name == name {
+			return e
+		}
+	}
+	return nil
+}
+
+func ratio(a, b float64) string {
+	if b == 0 || math.IsNaN(a) || math.IsNaN(b) {
+		return ""
+	}
+	return fmt.Sprintf("%.2f×", a/b)
+}
+
+func thousands(n int) string {
+	s := fmt.Sprint(n)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
