@@ -65,7 +65,7 @@ func benchPod(i int) *corev1.Pod {
 	}
 }
 
-func benchWatcher(b *testing.B, st *store.Store) *Watcher {
+func benchWatcher(b testing.TB, st *store.Store) *Watcher {
 	b.Helper()
 	w, err := New(fake.NewClientset(), st, Options{
 		PodLabels: []string{"app.kubernetes.io/name"},
@@ -78,7 +78,7 @@ func benchWatcher(b *testing.B, st *store.Store) *Watcher {
 	return w
 }
 
-func openBench(b *testing.B, dir string) *store.Store {
+func openBench(b testing.TB, dir string) *store.Store {
 	b.Helper()
 	st, err := store.Open(store.Options{Dir: dir})
 	if err != nil {
@@ -179,8 +179,9 @@ func BenchmarkHandleTransition(b *testing.B) {
 	}
 }
 
-// BenchmarkMemoryPerPod keeps n pods as the exporter does, trimmed in an
-// informer indexer and tracked in the store, and reports the heap in use per
+// BenchmarkMemoryPerPod keeps n pods as the exporter does, through the pod
+// watch's processing (the key and UID kept for relists) into the store, and
+// reports the heap in use per
 // pod (live objects and the free space of their spans, which a process
 // keeps resident) and the bytes per pod of the state on disk after Close.
 // The difference between two sizes is the marginal cost of a pod; the rest
@@ -192,19 +193,17 @@ func BenchmarkMemoryPerPod(b *testing.B) {
 				dir := b.TempDir()
 				st := openBench(b, dir)
 				w := benchWatcher(b, st)
-				indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+				keys := newPodKeys()
 				before := heapInUse()
 				for i := range n {
 					p, _ := w.trim.transform(benchPod(i))
-					if err := indexer.Add(p); err != nil {
-						b.Fatal(err)
-					}
-					if err := w.Handle(p.(*lifecycle.Pod)); err != nil {
-						b.Fatal(err)
-					}
+					w.processPodDelta(keys, cache.Delta{Type: cache.Added, Object: p})
+				}
+				if len(w.failed) > 0 {
+					b.Fatalf("%d pods failed", len(w.failed))
 				}
 				after := heapInUse()
-				runtime.KeepAlive(indexer)
+				runtime.KeepAlive(keys)
 				b.ReportMetric(float64(after-before)/float64(n), "heap-B/pod")
 				if err := st.Close(); err != nil {
 					b.Fatal(err)

@@ -58,7 +58,7 @@ func (w *Watcher) MarkUserError(uid types.UID) error {
 		return nil
 	}
 	w.log.Info("Pod blocked by a missing Secret or ConfigMap, left out of the sandbox SLIs", "uid", uid)
-	return w.store.Apply(store.Change{UID: uid, State: lifecycle.MarkUserError(prev)})
+	return w.apply(store.Change{UID: uid, State: lifecycle.MarkUserError(prev)})
 }
 
 func compileUserErrorRegex(expr string) (*regexp.Regexp, error) {

@@ -25,8 +25,8 @@ import (
 
 var everything = labels.Everything()
 
-// DefaultResyncPeriod is the default for Options.ResyncPeriod.
-const DefaultResyncPeriod = 10 * time.Minute
+// DefaultRetryPeriod is the default for Options.RetryPeriod.
+const DefaultRetryPeriod = 30 * time.Second
 
 // Source is where an extra histogram dimension is read from.
 type Source string
@@ -56,10 +56,10 @@ type Options struct {
 	// HistogramLabels are extra dimensions of aggregated series. Default
 	// none.
 	HistogramLabels []HistogramLabel
-	// ResyncPeriod is how often every pod is handled again. It is what
-	// retries a store write that failed (a full disk, say). Default
-	// DefaultResyncPeriod.
-	ResyncPeriod time.Duration
+	// RetryPeriod is how often a pod whose state could not be written (a
+	// full disk, say) is handled again, if no update of it came first.
+	// Default DefaultRetryPeriod.
+	RetryPeriod time.Duration
 	// UserErrorEventRegex matches the FailedMount event messages that mark
 	// a pod as blocked by its own spec. Default DefaultUserErrorEventRegex.
 	UserErrorEventRegex string
@@ -92,8 +92,8 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("histogram label %q: key must not be empty", h.Name)
 		}
 	}
-	if o.ResyncPeriod < 0 {
-		return fmt.Errorf("resync period must not be negative, got %s", o.ResyncPeriod)
+	if o.RetryPeriod < 0 {
+		return fmt.Errorf("retry period must not be negative, got %s", o.RetryPeriod)
 	}
 	if _, err := compileUserErrorRegex(o.UserErrorEventRegex); err != nil {
 		return err
@@ -119,6 +119,12 @@ type Watcher struct {
 	// mu serializes every read-modify-write of a pod's state: the pod and
 	// event handlers and the timeout check run on their own goroutines.
 	mu sync.Mutex
+	// failed holds, by UID, the newest object of each pod whose state
+	// could not be written, for RetryFailed; guarded by mu. No cache holds
+	// pods, so this is the only copy left to retry from.
+	failed map[types.UID]*lifecycle.Pod
+	// apply is store.Apply; tests make it fail.
+	apply func(store.Change) error
 }
 
 // New returns a Watcher; Start runs it.
@@ -126,8 +132,8 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.ResyncPeriod == 0 {
-		opts.ResyncPeriod = DefaultResyncPeriod
+	if opts.RetryPeriod == 0 {
+		opts.RetryPeriod = DefaultRetryPeriod
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -151,16 +157,16 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 		}
 		names = append(names, h.Name)
 	}
-	types := append([]corev1.PodConditionType{corev1.PodReady, corev1.PodInitialized}, opts.Lifecycle.SandboxConditionTypes...)
+	condTypes := append([]corev1.PodConditionType{corev1.PodReady, corev1.PodInitialized}, opts.Lifecycle.SandboxConditionTypes...)
 	if len(opts.Lifecycle.SandboxConditionTypes) == 0 {
-		types = append(types, lifecycle.DefaultSandboxConditionTypes...)
+		condTypes = append(condTypes, lifecycle.DefaultSandboxConditionTypes...)
 	}
 	stable := opts.Lifecycle.StableConditionType
 	if stable == "" {
 		stable = lifecycle.DefaultStableConditionType
 	}
-	types = append(types, stable)
-	for _, ct := range types {
+	condTypes = append(condTypes, stable)
+	for _, ct := range condTypes {
 		t.conditionTypes[ct] = ct
 	}
 	if opts.TimeoutCheckInterval <= 0 {
@@ -175,7 +181,12 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 	} {
 		families[f] = lifecycle.FamilyID(f, names)
 	}
-	return &Watcher{client: client, store: st, opts: opts, log: opts.Logger, trim: t, userError: re, families: families}, nil
+	w := &Watcher{client: client, store: st, opts: opts, log: opts.Logger, trim: t, userError: re, families: families,
+		failed: map[types.UID]*lifecycle.Pod{}}
+	if st != nil {
+		w.apply = st.Apply
+	}
+	return w, nil
 }
 
 // Synced reports whether every informer has synced, every live pod has been
@@ -184,11 +195,12 @@ func (w *Watcher) Synced() bool { return w.synced.Load() }
 
 // Start runs the informers until ctx ends.
 func (w *Watcher) Start(ctx context.Context) error {
-	factory := informers.NewSharedInformerFactoryWithOptions(w.client, w.opts.ResyncPeriod, informers.WithTransform(w.trim.transform))
-	events := informers.NewSharedInformerFactoryWithOptions(w.client, w.opts.ResyncPeriod,
+	// No resync for these either: their handlers only count events, and
+	// the class resolver reads the listers' current state.
+	factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTransform(w.trim.transform))
+	events := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
 		informers.WithTransform(w.trim.transform),
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedMountSelector }))
-	pods := factory.Core().V1().Pods()
 	pvcs := factory.Core().V1().PersistentVolumeClaims()
 	classes := factory.Storage().V1().StorageClasses()
 	eventInformer := events.Core().V1().Events().Informer()
@@ -205,7 +217,6 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("watch events: %w", err)
 	}
-	podInformer := pods.Informer()
 
 	factory.Start(ctx.Done())
 	events.Start(ctx.Done())
@@ -214,24 +225,24 @@ func (w *Watcher) Start(ctx context.Context) error {
 	// PVCs, classes and FailedMount events first, so that the first pass
 	// over the pods already resolves every storage class and knows every
 	// user error.
-	if !cache.WaitForCacheSync(ctx.Done(), pvcs.Informer().HasSynced, classes.Informer().HasSynced, eventInformer.HasSynced, podInformer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), pvcs.Informer().HasSynced, classes.Informer().HasSynced, eventInformer.HasSynced) {
 		return w.stopped(ctx)
 	}
-	reg, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.opts.OnEvent("pods", "add"); w.handlePod(obj) },
-		UpdateFunc: func(_, obj any) { w.opts.OnEvent("pods", "update"); w.handlePod(obj) },
-		DeleteFunc: func(obj any) { w.opts.OnEvent("pods", "delete"); w.deletePod(obj) },
-	})
-	if err != nil {
-		return fmt.Errorf("watch pods: %w", err)
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+	pods, keys := w.podController()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { pods.RunWithContext(ctx) })
+	// The controller's HasSynced turns true only once the handler has
+	// returned for every pod of the first list: the queue calls it under
+	// the lock that HasSynced takes.
+	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
 		return w.stopped(ctx)
 	}
 	gone := w.forgetUnseen()
-	w.log.Info("Informers synced", "pods", len(podInformer.GetStore().ListKeys()), "podsDeletedWhileDown", gone)
+	w.log.Info("Informers synced", "pods", keys.len(), "podsDeletedWhileDown", gone)
 	w.synced.Store(true)
 
+	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { w.RetryFailed() }, w.opts.RetryPeriod) })
 	wait.UntilWithContext(ctx, func(context.Context) { w.CheckTimeouts() }, w.opts.TimeoutCheckInterval)
 	return nil
 }
@@ -251,7 +262,7 @@ func (w *Watcher) forgetUnseen() int {
 		}
 		change := w.change(uid, next, out, nil, nil)
 		change.Forget = true
-		if err := w.store.Apply(change); err != nil {
+		if err := w.apply(change); err != nil {
 			// Not fatal: the record costs disk, and the next start retries.
 			w.log.Error("Forgetting a pod deleted while podslo was down failed", "uid", uid, "err", err)
 		}
@@ -281,7 +292,7 @@ func (w *Watcher) CheckTimeouts() {
 		if out.Empty() {
 			continue
 		}
-		if err := w.store.Apply(w.change(p.uid, next, out, p.meta, nil)); err != nil {
+		if err := w.apply(w.change(p.uid, next, out, p.meta, nil)); err != nil {
 			w.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", p.uid, "err", err)
 		}
 	}
@@ -302,16 +313,38 @@ func (w *Watcher) counter(resource string) cache.ResourceEventHandler {
 	}
 }
 
-func (w *Watcher) handlePod(obj any) {
-	pod, ok := obj.(*lifecycle.Pod)
-	if !ok {
-		w.log.Error("Ignoring unexpected object in the pod informer", "type", fmt.Sprintf("%T", obj))
+func (w *Watcher) handlePod(pod *lifecycle.Pod) {
+	if err := w.Handle(pod); err != nil {
+		// The in-memory state did not move, so handling the pod again
+		// (its next update, or RetryFailed) makes the same change: nothing
+		// is lost.
+		w.log.Error("Recording pod failed, will retry", "pod", klogRef(pod), "err", err)
+	}
+}
+
+// RetryFailed handles again every pod whose last state write failed and
+// that has had no update since. It runs every Options.RetryPeriod.
+func (w *Watcher) RetryFailed() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.failed) == 0 {
 		return
 	}
-	if err := w.Handle(pod); err != nil {
-		// The in-memory state did not move, so the next update or resync
-		// of this pod makes the same change again: nothing is lost.
-		w.log.Error("Recording pod failed, will retry on its next update", "pod", klogRef(pod), "err", err)
+	var ok, failed int
+	var last error
+	for uid, pod := range w.failed {
+		if err := w.handleLocked(pod); err != nil {
+			failed, last = failed+1, err
+			continue
+		}
+		delete(w.failed, uid)
+		ok++
+	}
+	// One line per round, not per pod: on a full disk every pod fails.
+	if failed > 0 {
+		w.log.Error("Retrying failed pod writes", "recorded", ok, "stillFailing", failed, "err", last)
+	} else {
+		w.log.Info("Retrying failed pod writes", "recorded", ok, "stillFailing", 0)
 	}
 }
 
@@ -319,24 +352,42 @@ func (w *Watcher) deletePod(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
-	pod, ok := obj.(*lifecycle.Pod)
-	if !ok {
-		w.log.Error("Ignoring unexpected object in the pod informer", "type", fmt.Sprintf("%T", obj))
-		return
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	// The last state may carry a transition not seen yet; then the pod is
-	// gone, and what it never showed counts as vanished, in the same
-	// transaction that forgets it.
-	prev, _ := w.store.Get(pod.UID)
-	next, out := lifecycle.Step(w.opts.Now(), pod, prev, &w.opts.Lifecycle)
-	next, gone := lifecycle.Vanish(next)
-	out.Skips = append(out.Skips, gone.Skips...)
-	change := w.change(pod.UID, next, out, w.meta(pod), pod)
-	change.Forget = true
-	if err := w.store.Apply(change); err != nil {
-		w.log.Error("Recording deleted pod failed", "pod", klogRef(pod), "err", err)
+	switch pod := obj.(type) {
+	case *lifecycle.Pod:
+		delete(w.failed, pod.UID)
+		// The last state may carry a transition not seen yet; then the
+		// pod is gone, and what it never showed counts as vanished, in
+		// the same transaction that forgets it.
+		prev, _ := w.store.Get(pod.UID)
+		next, out := lifecycle.Step(w.opts.Now(), pod, prev, &w.opts.Lifecycle)
+		next, gone := lifecycle.Vanish(next)
+		out.Skips = append(out.Skips, gone.Skips...)
+		change := w.change(pod.UID, next, out, w.meta(pod), pod)
+		change.Forget = true
+		if err := w.apply(change); err != nil {
+			w.log.Error("Recording deleted pod failed", "pod", klogRef(pod), "err", err)
+		}
+	case *podRef:
+		// Deleted while the watch was down (a relist no longer has it):
+		// its final object is gone. Its last update was handled when it
+		// came, or is still in failed.
+		if last, ok := w.failed[pod.UID]; ok {
+			delete(w.failed, pod.UID)
+			if err := w.handleLocked(last); err != nil {
+				w.log.Error("Recording pod failed", "pod", klogRef(last), "err", err)
+			}
+		}
+		prev, _ := w.store.Get(pod.UID)
+		next, out := lifecycle.Vanish(prev)
+		change := w.change(pod.UID, next, out, nil, nil)
+		change.Forget = true
+		if err := w.apply(change); err != nil {
+			w.log.Error("Recording deleted pod failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+	default:
+		w.log.Error("Ignoring unexpected object in the pod watch", "type", fmt.Sprintf("%T", obj))
 	}
 }
 
@@ -345,9 +396,19 @@ func (w *Watcher) deletePod(obj any) {
 func (w *Watcher) Handle(pod *lifecycle.Pod) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	err := w.handleLocked(pod)
+	if err != nil {
+		w.failed[pod.UID] = pod
+	} else {
+		delete(w.failed, pod.UID)
+	}
+	return err
+}
+
+func (w *Watcher) handleLocked(pod *lifecycle.Pod) error {
 	prev, _ := w.store.Get(pod.UID)
 	next, out := lifecycle.Step(w.opts.Now(), pod, prev, &w.opts.Lifecycle)
-	return w.store.Apply(w.change(pod.UID, next, out, w.meta(pod), pod))
+	return w.apply(w.change(pod.UID, next, out, w.meta(pod), pod))
 }
 
 // change turns a lifecycle outcome into the store's samples: the series of
