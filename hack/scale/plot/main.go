@@ -54,11 +54,14 @@ func run(in, out string) error {
 	if len(r.Sizes) == 0 {
 		return errors.New(in + ": no sizes measured")
 	}
-	// One line per exporter, in the order of the results.
+	// One line per exporter, in the order of the results; an x tick at
+	// every measured size.
 	var names []string
+	var ticks []plot.Tick
 	rss := map[string]plotter.XYs{}
 	scrape := map[string]plotter.XYs{}
 	for _, s := range r.Sizes {
+		ticks = append(ticks, plot.Tick{Value: float64(s.Pods) / 1000, Label: fmt.Sprintf("%gk", float64(s.Pods)/1000)})
 		for _, e := range s.Exporters {
 			if _, ok := rss[e.Name]; !ok {
 				names = append(names, e.Name)
@@ -75,7 +78,9 @@ func run(in, out string) error {
 	}
 	p := plot.New()
 	p.Title.Text = "Resident memory (after 20 scrapes)"
-	p.X.Label.Text = "pods (thousands)"
+	p.X.Label.Text = "pods"
+	p.X.Min = 0
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Label.Text = "RSS (MB)"
 	p.Y.Min = 0
 	if err := lines(p, names, rss); err != nil {
@@ -87,7 +92,9 @@ func run(in, out string) error {
 
 	p = plot.New()
 	p.Title.Text = "/metrics scrape time, median of 20 (log scale)"
-	p.X.Label.Text = "pods (thousands)"
+	p.X.Label.Text = "pods"
+	p.X.Min = 0
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	p.Y.Label.Text = "seconds"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
