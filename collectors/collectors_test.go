@@ -3,6 +3,7 @@ package collectors
 import (
 	"bytes"
 	"compress/gzip"
+	"fmt"
 	"io"
 	"log/slog"
 	"math"
@@ -469,4 +470,59 @@ func TestCollectedHistogramSharesNoStoreMemory(t *testing.T) {
 		}
 	}
 	require.NoError(t, <-done)
+}
+
+// stalledWriter accepts its first write, then blocks until released, as a
+// scraper that stopped reading does once the TCP window is full.
+type stalledWriter struct {
+	writes  int
+	stalled chan struct{}
+	release chan struct{}
+}
+
+func (w *stalledWriter) Write(b []byte) (int, error) {
+	if w.writes++; w.writes == 2 {
+		close(w.stalled)
+		<-w.release
+	}
+	return len(b), nil
+}
+
+// A scraper that stops reading must not stop pods from being recorded: the
+// per-pod writer holds the store's lock to copy, never to write.
+func TestStalledScrapeDoesNotBlockTheStore(t *testing.T) {
+	for name, format := range map[string]expfmt.Format{"text": expfmt.NewFormat(expfmt.TypeTextPlain), "protobuf": expfmt.NewFormat(expfmt.TypeProtoDelim)} {
+		t.Run(name, func(t *testing.T) {
+			s := newStore(t)
+			// More than the writer's 64 KB buffer in the first family.
+			for i := range 2000 {
+				require.NoError(t, s.Apply(store.Change{
+					UID:   types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
+					Meta:  &store.PodMeta{Namespace: "ns", Name: fmt.Sprintf("web-%06d", i), Node: "n1", RuntimeClass: "runc", StorageClass: "none"},
+					State: lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: 3, HasSandboxCreation: true},
+				}))
+			}
+			w := &stalledWriter{stalled: make(chan struct{}), release: make(chan struct{})}
+			done := make(chan error, 1)
+			go func() { done <- NewPerPod(s, Labels{}).Write(w, format) }()
+			select {
+			case <-w.stalled:
+			case <-time.After(10 * time.Second):
+				t.Fatal("the writer never wrote twice")
+			}
+			applied := make(chan error, 1)
+			go func() {
+				applied <- s.Apply(store.Change{UID: "new", Meta: &store.PodMeta{Namespace: "ns", Name: "new"},
+					State: lifecycle.State{FirstSandboxReady: 101, LastSandboxReady: 101}})
+			}()
+			select {
+			case err := <-applied:
+				require.NoError(t, err)
+			case <-time.After(5 * time.Second):
+				t.Error("store.Apply blocked behind a stalled scrape")
+			}
+			close(w.release)
+			require.NoError(t, <-done)
+		})
+	}
 }

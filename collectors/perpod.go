@@ -87,44 +87,67 @@ func (p *PerPod) Write(w io.Writer, format expfmt.Format) error {
 	return nil
 }
 
+// podValue is one pod's sample of a family, copied out of the store.
+type podValue struct {
+	uid  types.UID
+	meta *store.PodMeta // never changed in place: the store replaces it
+	v    float64
+}
+
+// snapshot copies family f's samples out of the store. The store's lock is
+// held only for the copy, never while writing to the scraper: a scraper
+// that reads slowly, or stops reading, would otherwise hold the read lock
+// while its TCP window is full, and every pod update would wait for it
+// (store.Apply takes the write lock). Copying costs 32 B per sample.
+func (p *PerPod) snapshot(buf []podValue, f perPodFamily, now int64) []podValue {
+	buf = buf[:0]
+	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
+		if v, ok := f.value(st, now); ok {
+			buf = append(buf, podValue{uid, m, v})
+		}
+	})
+	return buf
+}
+
 func (p *PerPod) writeText(w io.Writer, openMetrics bool) error {
 	now := p.now().Unix()
 	bw := bufio.NewWriterSize(w, 64<<10)
 	line := make([]byte, 0, 512)
+	var values []string
+	var pods []podValue
 	for _, f := range p.families {
+		if pods = p.snapshot(pods, f, now); len(pods) == 0 {
+			continue
+		}
 		name := f.Name
 		if openMetrics && f.Type == "counter" {
 			// OpenMetrics names a counter family without its _total suffix.
 			name = strings.TrimSuffix(name, "_total")
 		}
-		header := false
-		var values []string
-		p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
-			v, ok := f.value(st, now)
-			if !ok {
-				return
-			}
-			if !header {
-				line = append(line[:0], "# HELP "...)
-				line = append(line, name...)
-				line = append(line, ' ')
-				line = appendHelp(line, f.Help)
-				line = append(line, "\n# TYPE "...)
-				line = append(line, name...)
-				line = append(line, ' ')
-				line = append(line, f.Type...)
-				line = append(line, '\n')
-				_, _ = bw.Write(line)
-				header = true
-			}
+		line = append(line[:0], "# HELP "...)
+		line = append(line, name...)
+		line = append(line, ' ')
+		line = appendHelp(line, f.Help)
+		line = append(line, "\n# TYPE "...)
+		line = append(line, name...)
+		line = append(line, ' ')
+		line = append(line, f.Type...)
+		line = append(line, '\n')
+		if _, err := bw.Write(line); err != nil {
+			return err
+		}
+		for _, pv := range pods {
 			line = append(line[:0], f.Name...)
-			values = labelValues(values, uid, m)
+			values = labelValues(values, pv.uid, pv.meta)
 			line = p.appendLabels(line, values)
 			line = append(line, ' ')
-			line = appendValue(line, v, openMetrics)
+			line = appendValue(line, pv.v, openMetrics)
 			line = append(line, '\n')
-			_, _ = bw.Write(line)
-		})
+			if _, err := bw.Write(line); err != nil {
+				// The scraper went away: stop rendering for nobody.
+				return err
+			}
+		}
 	}
 	return bw.Flush()
 }
@@ -199,23 +222,18 @@ func (p *PerPod) family(f perPodFamily) *dto.MetricFamily {
 		mf.Type = dto.MetricType_GAUGE.Enum()
 	}
 	var values []string
-	now := p.now().Unix()
-	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
-		v, ok := f.value(st, now)
-		if !ok {
-			return
-		}
-		values = labelValues(values, uid, m)
+	for _, pv := range p.snapshot(nil, f, p.now().Unix()) {
+		values = labelValues(values, pv.uid, pv.meta)
 		metric := &dto.Metric{Label: make([]*dto.LabelPair, len(p.names))}
 		for i, name := range p.names {
 			metric.Label[i] = &dto.LabelPair{Name: proto.String(name), Value: proto.String(values[p.order[i]])}
 		}
 		if f.Type == "counter" {
-			metric.Counter = &dto.Counter{Value: proto.Float64(v)}
+			metric.Counter = &dto.Counter{Value: proto.Float64(pv.v)}
 		} else {
-			metric.Gauge = &dto.Gauge{Value: proto.Float64(v)}
+			metric.Gauge = &dto.Gauge{Value: proto.Float64(pv.v)}
 		}
 		mf.Metric = append(mf.Metric, metric)
-	})
+	}
 	return mf
 }
