@@ -61,7 +61,7 @@ func (c *stepper) readiness() {
 	default:
 		c.next.Readiness = readyAt - started
 		c.next.HasReadiness = true
-		if c.tooOld(readyAt) {
+		if c.startupTooOld(readyAt) {
 			c.skipOnce(Skip{Readiness, TooOld})
 			return
 		}

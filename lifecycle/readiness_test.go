@@ -159,7 +159,7 @@ func TestReadinessAndPhases(t *testing.T) {
 }
 
 type failureRun struct {
-	created, timeouts, excluded int
+	created, timeouts, excluded, tooOld int
 }
 
 func TestTimeoutsAndUserErrors(t *testing.T) {
@@ -229,6 +229,35 @@ func TestTimeoutsAndUserErrors(t *testing.T) {
 			want: failureRun{},
 		},
 		{
+			// The case: stuck for 3 days when podslo first sees it.
+			name: "a pod first seen stuck for days is no fresh timeout",
+			events: []event{
+				{at: "2024-05-04T10:00:00Z", pod: pending},
+				{at: "2024-05-04T10:00:05Z", sweep: true},
+				{at: "2024-05-04T10:10:00Z", sweep: true},
+				{at: "2024-05-04T10:11:00Z", pod: readyAt("2024-05-04T10:11:00Z")},
+			},
+			want: failureRun{tooOld: 1},
+		},
+		{
+			// Seen at scheduling, then podslo was down for a day.
+			name: "a timeout that passed longer ago than the max age is not counted",
+			events: []event{
+				{at: "2024-05-01T10:00:02Z", pod: pending},
+				{at: "2024-05-02T10:00:00Z", sweep: true},
+				{at: "2024-05-02T10:00:30Z", sweep: true},
+			},
+			want: failureRun{tooOld: 1},
+		},
+		{
+			name: "a timeout just within the max age is counted",
+			events: []event{
+				{at: "2024-05-01T10:00:02Z", pod: pending},
+				{at: "2024-05-01T11:05:00Z", sweep: true},
+			},
+			want: failureRun{timeouts: 1},
+		},
+		{
 			name:   "not scheduled: no timeout",
 			events: []event{{at: "2024-05-01T10:00:02Z", pod: podWith(cond(t, scheduled, F, "2024-05-01T10:00:00Z"))}, {at: "2024-05-01T11:00:00Z", sweep: true}},
 			want:   failureRun{},
@@ -258,6 +287,11 @@ func TestTimeoutsAndUserErrors(t *testing.T) {
 						got.timeouts++
 					case SandboxExcluded:
 						got.excluded++
+					}
+				}
+				for _, sk := range out.Skips {
+					if sk == (Skip{SandboxCreation, TooOld}) {
+						got.tooOld++
 					}
 				}
 			}

@@ -109,6 +109,13 @@ func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
 	var out Outcome
 	c := stepper{now: now.Unix(), pod: pod, cfg: cfg, next: &next, out: &out}
 	c.scheduling()
+	if prev.Scheduled == 0 && next.Scheduled != 0 && c.tooOld(next.Scheduled) {
+		// First sight of a pod scheduled longer ago than the max age (a new
+		// install, a state lost, or podslo down that long): whatever its
+		// conditions show now may be a re-created sandbox or a restarted
+		// container, not its start-up. Only what happens from now on counts.
+		next.SeenLate = true
+	}
 	c.sandbox()
 	c.initialized()
 	c.readiness()
@@ -140,6 +147,12 @@ func (c *stepper) tooOld(t int64) bool {
 	return c.now-t > int64(c.cfg.maxAge()/time.Second)
 }
 
+// startupTooOld is tooOld for the start-up SLIs, which a pod first seen
+// late never gets: its start-up happened before podslo could see it.
+func (c *stepper) startupTooOld(t int64) bool {
+	return c.next.SeenLate || c.tooOld(t)
+}
+
 // phase observes one start-up phase from start to end, once.
 func (c *stepper) phase(p Phase, start, end int64) {
 	if c.next.Phases.Has(p) || start == 0 || end == 0 {
@@ -149,7 +162,7 @@ func (c *stepper) phase(p Phase, start, end int64) {
 	switch {
 	case end < start:
 		c.skipOnce(Skip{StartupPhase, NegativeDuration})
-	case c.tooOld(end):
+	case c.startupTooOld(end):
 		c.skipOnce(Skip{StartupPhase, TooOld})
 	default:
 		c.out.observe(Observation{Kind: PhaseDone, Phase: p, Seconds: float64(end - start)})
@@ -192,12 +205,34 @@ func (c *stepper) sandbox() {
 		c.next.LastSandboxReady = readyAt
 		c.firstCreation(readyAt)
 	case readyAt > c.next.LastSandboxReady:
+		if c.typeAdded(sandbox) {
+			// An upgraded kubelet writes the new condition type beside the
+			// old one it no longer updates: the same sandbox, newly named.
+			c.next.LastSandboxReady = readyAt
+			return
+		}
 		// A newer transition to True proves the sandbox was lost and rebuilt,
 		// even if podslo never saw the False in between (it was down).
 		c.next.LastSandboxReady = readyAt
 		c.next.Recreations++
 		c.out.observe(Observation{Kind: SandboxRecreated})
 	}
+}
+
+// typeAdded reports whether another sandbox condition type still shows the
+// readiness podslo last observed, True at the same second: then the newer
+// time of the preferred type is that type appearing, not a re-creation.
+// (A re-created sandbox moves the condition the kubelet still writes.)
+func (c *stepper) typeAdded(sandbox *Condition) bool {
+	for _, t := range c.cfg.sandboxTypes() {
+		if t == sandbox.Type {
+			continue
+		}
+		if o := c.pod.Condition(t); o != nil && o.Status == corev1.ConditionTrue && o.LastTransitionTime == c.next.LastSandboxReady {
+			return true
+		}
+	}
+	return false
 }
 
 // firstCreation decides what the first sandbox readiness becomes: an
@@ -220,6 +255,11 @@ func (c *stepper) firstCreation(readyAt int64) {
 		skip(InvalidCondition)
 		return
 	}
+	if c.next.SeenLate {
+		c.next.Phases = c.next.Phases.With(PhaseSandbox)
+		skip(TooOld)
+		return
+	}
 	if c.next.UserError {
 		// The wait was for the pod author's missing Secret or ConfigMap: it
 		// says nothing about CSI, CNI or the runtime handler, so neither the
@@ -240,7 +280,7 @@ func (c *stepper) firstCreation(readyAt int64) {
 	latency := readyAt - scheduled.LastTransitionTime
 	c.next.SandboxCreation = latency
 	c.next.HasSandboxCreation = true
-	if c.tooOld(readyAt) {
+	if c.startupTooOld(readyAt) {
 		skip(TooOld)
 		return
 	}
@@ -271,6 +311,13 @@ func Timeout(now time.Time, prev State, cfg *Config) (State, Outcome) {
 	}
 	next.TimedOut = true
 	c := stepper{now: now.Unix(), cfg: cfg, next: &next, out: &out}
+	if prev.SeenLate || c.tooOld(prev.Scheduled+int64(cfg.timeout()/time.Second)) {
+		// The timeout passed before podslo could see it (first seen late,
+		// or podslo was down longer than the max age): a stuck pod found
+		// days later is not a fresh timeout.
+		c.skipOnce(Skip{SandboxCreation, TooOld})
+		return next, out
+	}
 	if prev.UserError {
 		c.exclude()
 	} else {

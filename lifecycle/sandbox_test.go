@@ -246,16 +246,64 @@ func TestStepEdgeCases(t *testing.T) {
 			},
 		},
 		{
-			name:  "first readiness older than the max age: remembered, not observed",
+			// First seen late: the sandbox it shows may be a re-created one,
+			// so not even its latency is remembered as the creation's.
+			name:  "scheduled longer ago than the max age when first seen: remembered, not observed",
 			cfg:   Config{MaxObservationAge: 10 * time.Minute},
-			snaps: []snapshot{{"2024-05-01T10:10:06Z", podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))}},
-			want:  want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, SandboxCreation: 5, HasSandboxCreation: true}},
+			snaps: []snapshot{{"2024-05-01T10:10:01Z", podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))}},
+			want:  want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
 		},
 		{
-			name:  "exactly the max age is still observed",
+			name:  "scheduled exactly the max age ago is still observed",
 			cfg:   Config{MaxObservationAge: 10 * time.Minute},
-			snaps: []snapshot{{"2024-05-01T10:10:05Z", podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))}},
+			snaps: []snapshot{{"2024-05-01T10:10:00Z", podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))}},
 			want:  want{created: []float64{5}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, SandboxCreation: 5, HasSandboxCreation: true}},
+		},
+		{
+			// Seen at scheduling, then podslo was down past the max age.
+			name: "first readiness older than the max age of a pod seen scheduled: remembered, not observed",
+			cfg:  Config{MaxObservationAge: 10 * time.Minute},
+			snaps: []snapshot{
+				{"2024-05-01T10:00:01Z", podWith(cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+				{"2024-05-01T10:10:06Z", podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+			},
+			want: want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, SandboxCreation: 5, HasSandboxCreation: true, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
+		},
+		{
+			// The case: scheduled 2 h ago, sandbox re-created 30 s
+			// ago, podslo never saw the first sandbox.
+			name:  "a re-created sandbox of a pod first seen late is no 2 h creation",
+			snaps: []snapshot{{"2024-05-01T12:00:30Z", podWith(cond(t, ready, T, "2024-05-01T12:00:00Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))}},
+			want:  want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714564800, LastSandboxReady: 1714564800, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
+		},
+		{
+			// ...and its later re-creations still count.
+			name: "re-creations of a pod first seen late count",
+			snaps: []snapshot{
+				{"2024-05-01T12:00:30Z", podWith(cond(t, ready, T, "2024-05-01T12:00:00Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+				{"2024-05-01T12:05:00Z", podWith(cond(t, ready, T, "2024-05-01T12:04:00Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+			},
+			want: want{recreations: 1, skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714564800, LastSandboxReady: 1714565040, Recreations: 1, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
+		},
+		{
+			// A kubelet upgraded past 1.29 writes PodReadyToStartContainers
+			// beside the PodHasNetwork it no longer updates.
+			name: "a sandbox condition type appearing beside the observed one is no re-creation",
+			snaps: []snapshot{
+				{at, podWith(cond(t, hasNetwork, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+				{at, podWith(cond(t, hasNetwork, T, "2024-05-01T10:00:05Z"), cond(t, ready, T, "2024-05-01T10:00:50Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+			},
+			want: want{created: []float64{5}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557650, SandboxCreation: 5, HasSandboxCreation: true}},
+		},
+		{
+			// After the upgrade, only the new type moves: a re-creation.
+			name: "after a kubelet upgrade, a re-creation of the new type counts",
+			snaps: []snapshot{
+				{at, podWith(cond(t, hasNetwork, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+				{at, podWith(cond(t, hasNetwork, T, "2024-05-01T10:00:05Z"), cond(t, ready, T, "2024-05-01T10:00:50Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+				{at, podWith(cond(t, hasNetwork, T, "2024-05-01T10:00:05Z"), cond(t, ready, T, "2024-05-01T10:01:10Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
+			},
+			want: want{created: []float64{5}, recreations: 1, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557670, SandboxCreation: 5, HasSandboxCreation: true, Recreations: 1}},
 		},
 		{
 			name: "an older True than the last one seen is not a re-creation",

@@ -45,7 +45,7 @@ func (c *stepper) firstStable(at int64) {
 	default:
 		c.next.Stabilization = at - ready
 		c.next.HasStabilization = true
-		if c.tooOld(at) {
+		if c.startupTooOld(at) {
 			c.skipOnce(Skip{Stabilization, TooOld})
 			return
 		}

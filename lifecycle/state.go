@@ -218,6 +218,12 @@ type State struct {
 	StabilityLost   int64
 	StabilityLosses uint32
 
+	// SeenLate: podslo first saw the pod when its scheduling was already
+	// older than MaxObservationAge. Its start-up SLIs (first sandbox,
+	// phases, first Ready, first Stable) and its creation timeout are
+	// remembered but never observed; re-creations, terminations and
+	// stability losses from then on are.
+	SeenLate bool
 	// Phases holds the start-up phases already observed or skipped.
 	Phases PhaseSet
 	// Skipped holds the skips already counted.

@@ -65,6 +65,9 @@ const (
 	flagHasStabilization
 	flagStable
 	flagStableSeen
+	// flagSeenLate came after V1 records were first written; older records
+	// simply lack it, which is what they meant.
+	flagSeenLate
 )
 
 // encodeState writes times as varints, most of them as deltas from the
@@ -75,7 +78,8 @@ func encodeState(s lifecycle.State) []byte {
 	flags := flag(s.HasSandboxCreation, flagHasSandboxCreation) | flag(s.TimedOut, flagTimedOut) |
 		flag(s.UserError, flagUserError) | flag(s.Excluded, flagExcluded) | flag(s.HasTermination, flagHasTermination) |
 		flag(s.TerminationDone, flagTerminationDone) | flag(s.HasReadiness, flagHasReadiness) |
-		flag(s.HasStabilization, flagHasStabilization) | flag(s.Stable, flagStable) | flag(s.StableSeen, flagStableSeen)
+		flag(s.HasStabilization, flagHasStabilization) | flag(s.Stable, flagStable) | flag(s.StableSeen, flagStableSeen) |
+		flag(s.SeenLate, flagSeenLate)
 	b = binary.AppendUvarint(b, flags)
 	b = append(b, byte(s.Phases))
 	base := s.Scheduled
@@ -141,6 +145,7 @@ func decodeState(b []byte) (lifecycle.State, error) {
 	s.HasStabilization = flags&flagHasStabilization != 0
 	s.Stable = flags&flagStable != 0
 	s.StableSeen = flags&flagStableSeen != 0
+	s.SeenLate = flags&flagSeenLate != 0
 	s.Phases = lifecycle.PhaseSet(r.byte())
 	s.Scheduled = r.varint()
 	s.FirstSandboxReady = readTime(&r, s.Scheduled)
