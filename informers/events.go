@@ -48,12 +48,23 @@ func (w *Watcher) handleEvent(obj any) {
 	}
 }
 
-// MarkUserError records that the pod's own spec blocks its sandbox. The pod
-// may not be known yet: the record then waits for it.
+// MarkUserError records that the pod's own spec blocks its sandbox. A pod
+// the store has no record of is either not seen yet (the pod watch lags the
+// event watch) or already forgotten (events outlive their pods by an hour):
+// the mark then waits in memory for the pod, and a deleted pod is never
+// brought back.
 func (w *Watcher) MarkUserError(uid types.UID) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	prev, _ := w.store.Get(uid)
+	prev, known := w.store.Get(uid)
+	if !known {
+		if _, waiting := w.failed[uid]; !waiting {
+			if _, ok := w.pendingUserErrors[uid]; !ok {
+				w.pendingUserErrors[uid] = w.opts.Now()
+			}
+			return nil
+		}
+	}
 	if prev.UserError {
 		return nil
 	}

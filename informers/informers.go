@@ -28,6 +28,14 @@ var everything = labels.Everything()
 // DefaultRetryPeriod is the default for Options.RetryPeriod.
 const DefaultRetryPeriod = 30 * time.Second
 
+// DefaultSweepInterval is the default for Options.SweepInterval.
+const DefaultSweepInterval = 5 * time.Minute
+
+// pendingUserErrorTTL is how long a FailedMount event for a pod not (or no
+// longer) known waits for that pod: long enough for a lagging pod watch,
+// short enough that events of deleted pods do not pile up.
+const pendingUserErrorTTL = 10 * time.Minute
+
 // Source is where an extra histogram dimension is read from.
 type Source string
 
@@ -66,6 +74,10 @@ type Options struct {
 	// TimeoutCheckInterval is how often pods waiting for their first
 	// sandbox are checked against the creation timeout. Default 5s.
 	TimeoutCheckInterval time.Duration
+	// SweepInterval is how often the state of pods that no longer exist is
+	// dropped. A record is dropped when two sweeps in a row find no pod
+	// with its UID. Default DefaultSweepInterval.
+	SweepInterval time.Duration
 	// OnEvent, if set, is called for every event handled.
 	OnEvent func(resource, event string)
 	// Logger receives the watcher's logs. Default: discard.
@@ -95,6 +107,9 @@ func (o *Options) Validate() error {
 	if o.RetryPeriod < 0 {
 		return fmt.Errorf("retry period must not be negative, got %s", o.RetryPeriod)
 	}
+	if o.SweepInterval < 0 {
+		return fmt.Errorf("sweep interval must not be negative, got %s", o.SweepInterval)
+	}
 	if _, err := compileUserErrorRegex(o.UserErrorEventRegex); err != nil {
 		return err
 	}
@@ -119,12 +134,32 @@ type Watcher struct {
 	// mu serializes every read-modify-write of a pod's state: the pod and
 	// event handlers and the timeout check run on their own goroutines.
 	mu sync.Mutex
-	// failed holds, by UID, the newest object of each pod whose state
-	// could not be written, for RetryFailed; guarded by mu. No cache holds
-	// pods, so this is the only copy left to retry from.
-	failed map[types.UID]*lifecycle.Pod
+	// failed holds, by UID, what could not be written for each pod, for
+	// RetryFailed; guarded by mu. No cache holds pods, so this is the only
+	// copy left to retry from.
+	failed map[types.UID]retry
+	// keys are the pods that exist, from the pod watch; nil until Start.
+	keys *podKeys
+	// suspects are the UIDs in the store that the last sweep found no pod
+	// for; guarded by mu.
+	suspects map[types.UID]struct{}
+	// pendingUserErrors holds FailedMount events for UIDs the store has no
+	// record of, until the pod comes or the entry expires; guarded by mu.
+	// Writing them to the store would resurrect a deleted pod.
+	pendingUserErrors map[types.UID]time.Time
 	// apply is store.Apply; tests make it fail.
 	apply func(store.Change) error
+}
+
+// retry is a pod write to try again: its newest object, or its deletion.
+type retry struct {
+	// pod is the newest object; nil for a pod deleted while the watch was
+	// down, whose final object is unknown.
+	pod *lifecycle.Pod
+	// deleted: what failed was forgetting the pod.
+	deleted bool
+	// ref names the pod for logs.
+	ref string
 }
 
 // New returns a Watcher; Start runs it.
@@ -172,6 +207,9 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 	if opts.TimeoutCheckInterval <= 0 {
 		opts.TimeoutCheckInterval = 5 * time.Second
 	}
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = DefaultSweepInterval
+	}
 	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
 	families := map[string]string{}
 	for _, f := range []string{
@@ -182,7 +220,7 @@ func New(client kubernetes.Interface, st *store.Store, opts Options) (*Watcher, 
 		families[f] = lifecycle.FamilyID(f, names)
 	}
 	w := &Watcher{client: client, store: st, opts: opts, log: opts.Logger, trim: t, userError: re, families: families,
-		failed: map[types.UID]*lifecycle.Pod{}}
+		failed: map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
 	if st != nil {
 		w.apply = st.Apply
 	}
@@ -229,6 +267,9 @@ func (w *Watcher) Start(ctx context.Context) error {
 		return w.stopped(ctx)
 	}
 	pods, keys := w.podController()
+	w.mu.Lock()
+	w.keys = keys
+	w.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	wg.Go(func() { pods.RunWithContext(ctx) })
@@ -238,36 +279,89 @@ func (w *Watcher) Start(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
 		return w.stopped(ctx)
 	}
-	gone := w.forgetUnseen()
+	// Every pod of the first list has been handled: a record without a
+	// live pod now is a pod deleted while podslo was down.
+	gone := w.sweep(true)
 	w.log.Info("Informers synced", "pods", keys.len(), "podsDeletedWhileDown", gone)
 	w.synced.Store(true)
 
 	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { w.RetryFailed() }, w.opts.RetryPeriod) })
+	wg.Go(func() {
+		// The first sweep ran above.
+		t := time.NewTicker(w.opts.SweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				w.Sweep()
+			}
+		}
+	})
 	wait.UntilWithContext(ctx, func(context.Context) { w.CheckTimeouts() }, w.opts.TimeoutCheckInterval)
 	return nil
 }
 
-// forgetUnseen drops the state of pods deleted while podslo was down. Their
-// terminations, if not measured yet, never will be: they count as vanished.
-func (w *Watcher) forgetUnseen() int {
+// Sweep drops the state of pods that no longer exist: a record whose UID
+// no pod has had in two sweeps in a row. Deletions seen by the watch forget
+// their pods at once; this catches what a watch gap or a failed write left
+// behind. It runs every Options.SweepInterval.
+func (w *Watcher) Sweep() int { return w.sweep(false) }
+
+// sweep forgets records without a live pod. At start-up (now), once the
+// first list has been handled, one look is enough; later, a record must be
+// seen orphaned twice, because a deletion in flight (the key already gone,
+// deletePod waiting for the lock) must be measured by deletePod, not
+// vanished here.
+func (w *Watcher) sweep(now bool) int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	unseen := w.store.Unseen()
-	for uid, prev := range unseen {
+	if w.keys == nil {
+		return 0
+	}
+	live := w.keys.live()
+	orphans := map[types.UID]struct{}{}
+	w.store.UIDs(func(uid types.UID) {
+		if _, ok := live[uid]; ok {
+			return
+		}
+		if _, ok := w.failed[uid]; ok {
+			// RetryFailed owns it.
+			return
+		}
+		orphans[uid] = struct{}{}
+	})
+	forgotten := 0
+	for uid := range orphans {
+		if _, seen := w.suspects[uid]; !now && !seen {
+			continue
+		}
+		prev, _ := w.store.Get(uid)
 		next, out := lifecycle.Vanish(prev)
 		if prev == (lifecycle.State{UserError: true}) {
-			// Only a FailedMount event ever named this pod (events outlive
-			// their pods by an hour): there was nothing to measure.
+			// Only a FailedMount event ever named this pod: there was
+			// nothing to measure.
 			out = lifecycle.Outcome{}
 		}
 		change := w.change(uid, next, out, nil, nil)
 		change.Forget = true
 		if err := w.apply(change); err != nil {
-			// Not fatal: the record costs disk, and the next start retries.
-			w.log.Error("Forgetting a pod deleted while podslo was down failed", "uid", uid, "err", err)
+			// Not lost: the record stays, and the next sweep tries again.
+			w.log.Error("Forgetting a pod that no longer exists failed", "uid", uid, "err", err)
+			continue
+		}
+		delete(orphans, uid)
+		forgotten++
+	}
+	w.suspects = orphans
+	cutoff := w.opts.Now().Add(-pendingUserErrorTTL)
+	for uid, at := range w.pendingUserErrors {
+		if at.Before(cutoff) {
+			delete(w.pendingUserErrors, uid)
 		}
 	}
-	return len(unseen)
+	return forgotten
 }
 
 // CheckTimeouts counts the pods whose sandbox is still not ready past the
@@ -332,8 +426,14 @@ func (w *Watcher) RetryFailed() {
 	}
 	var ok, failed int
 	var last error
-	for uid, pod := range w.failed {
-		if err := w.handleLocked(pod); err != nil {
+	for uid, r := range w.failed {
+		var err error
+		if r.deleted {
+			err = w.forgetLocked(uid, r.pod)
+		} else {
+			err = w.handleLocked(r.pod)
+		}
+		if err != nil {
 			failed, last = failed+1, err
 			continue
 		}
@@ -354,41 +454,59 @@ func (w *Watcher) deletePod(obj any) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var (
+		uid   types.UID
+		final *lifecycle.Pod
+		ref   string
+	)
 	switch pod := obj.(type) {
 	case *lifecycle.Pod:
-		delete(w.failed, pod.UID)
-		// The last state may carry a transition not seen yet; then the
-		// pod is gone, and what it never showed counts as vanished, in
-		// the same transaction that forgets it.
-		prev, _ := w.store.Get(pod.UID)
-		next, out := lifecycle.Step(w.opts.Now(), pod, prev, &w.opts.Lifecycle)
-		next, gone := lifecycle.Vanish(next)
-		out.Skips = append(out.Skips, gone.Skips...)
-		change := w.change(pod.UID, next, out, w.meta(pod), pod)
-		change.Forget = true
-		if err := w.apply(change); err != nil {
-			w.log.Error("Recording deleted pod failed", "pod", klogRef(pod), "err", err)
-		}
+		uid, final, ref = pod.UID, pod, klogRef(pod)
 	case *podRef:
-		// Deleted while the watch was down (a relist no longer has it):
-		// its final object is gone. Its last update was handled when it
-		// came, or is still in failed.
-		if last, ok := w.failed[pod.UID]; ok {
-			delete(w.failed, pod.UID)
-			if err := w.handleLocked(last); err != nil {
-				w.log.Error("Recording pod failed", "pod", klogRef(last), "err", err)
-			}
-		}
-		prev, _ := w.store.Get(pod.UID)
-		next, out := lifecycle.Vanish(prev)
-		change := w.change(pod.UID, next, out, nil, nil)
-		change.Forget = true
-		if err := w.apply(change); err != nil {
-			w.log.Error("Recording deleted pod failed", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-		}
+		// Deleted while the watch was down (a relist no longer has it, or
+		// has its name with another UID): its final object is gone.
+		uid, ref = pod.UID, pod.Namespace+"/"+pod.Name
 	default:
 		w.log.Error("Ignoring unexpected object in the pod watch", "type", fmt.Sprintf("%T", obj))
+		return
 	}
+	if r, ok := w.failed[uid]; ok && !r.deleted && final == nil {
+		// The last update never made it to the store: it is all there is
+		// of the pod's end.
+		final = r.pod
+	}
+	if err := w.forgetLocked(uid, final); err != nil {
+		w.failed[uid] = retry{pod: final, deleted: true, ref: ref}
+		w.log.Error("Recording deleted pod failed, will retry", "pod", ref, "err", err)
+		return
+	}
+	delete(w.failed, uid)
+}
+
+// forgetLocked records a pod's deletion and drops its state in one
+// transaction. final is its last object, when known: it may carry a
+// transition not seen yet, and what it never showed counts as vanished.
+func (w *Watcher) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
+	prev, known := w.store.Get(uid)
+	if !known {
+		if _, waiting := w.failed[uid]; !waiting {
+			// Already forgotten (a sweep, or the deletion seen twice): a
+			// late event must not bring it back.
+			return nil
+		}
+		// Its first write failed: its whole story is in final.
+	}
+	next, out := prev, lifecycle.Outcome{}
+	var meta *store.PodMeta
+	if final != nil {
+		next, out = lifecycle.Step(w.opts.Now(), final, prev, &w.opts.Lifecycle)
+		meta = w.meta(final)
+	}
+	next, gone := lifecycle.Vanish(next)
+	out.Skips = append(out.Skips, gone.Skips...)
+	change := w.change(uid, next, out, meta, final)
+	change.Forget = true
+	return w.apply(change)
 }
 
 // Handle runs one pod through lifecycle into the store. It is exported for
@@ -398,7 +516,7 @@ func (w *Watcher) Handle(pod *lifecycle.Pod) error {
 	defer w.mu.Unlock()
 	err := w.handleLocked(pod)
 	if err != nil {
-		w.failed[pod.UID] = pod
+		w.failed[pod.UID] = retry{pod: pod, ref: klogRef(pod)}
 	} else {
 		delete(w.failed, pod.UID)
 	}
@@ -406,9 +524,19 @@ func (w *Watcher) Handle(pod *lifecycle.Pod) error {
 }
 
 func (w *Watcher) handleLocked(pod *lifecycle.Pod) error {
-	prev, _ := w.store.Get(pod.UID)
+	prev, known := w.store.Get(pod.UID)
+	_, userError := w.pendingUserErrors[pod.UID]
+	if !known && userError {
+		prev = lifecycle.MarkUserError(prev)
+	}
 	next, out := lifecycle.Step(w.opts.Now(), pod, prev, &w.opts.Lifecycle)
-	return w.apply(w.change(pod.UID, next, out, w.meta(pod), pod))
+	if err := w.apply(w.change(pod.UID, next, out, w.meta(pod), pod)); err != nil {
+		return err
+	}
+	if userError {
+		delete(w.pendingUserErrors, pod.UID)
+	}
+	return nil
 }
 
 // change turns a lifecycle outcome into the store's samples: the series of

@@ -43,16 +43,29 @@ type podRef struct {
 func newPodKeys() *podKeys { return &podKeys{uids: map[string]types.UID{}} }
 
 // set records key and says whether the pod is new ("add") or known
-// ("update"), for the watch event counter.
-func (k *podKeys) set(key string, uid types.UID) string {
+// ("update"), for the watch event counter, and which UID the key had
+// before: another UID means the pod was deleted and re-created under the
+// same name while the watch was down.
+func (k *podKeys) set(key string, uid types.UID) (event string, was types.UID) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	_, known := k.uids[key]
+	was, known := k.uids[key]
 	k.uids[key] = uid
 	if known {
-		return "update"
+		return "update", was
 	}
-	return "add"
+	return "add", ""
+}
+
+// live returns the set of UIDs of the pods that exist now.
+func (k *podKeys) live() map[types.UID]struct{} {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	out := make(map[types.UID]struct{}, len(k.uids))
+	for _, uid := range k.uids {
+		out[uid] = struct{}{}
+	}
+	return out
 }
 
 func (k *podKeys) remove(key string) {
@@ -149,7 +162,16 @@ func (w *Watcher) processPodDelta(keys *podKeys, d cache.Delta) {
 			w.log.Error("Ignoring unexpected object in the pod watch", "type", fmt.Sprintf("%T", d.Object))
 			return
 		}
-		w.opts.OnEvent("pods", keys.set(key, pod.UID))
+		event, was := keys.set(key, pod.UID)
+		if was != "" && was != pod.UID {
+			// A relist (Replaced) shows the name with a new UID: the old pod
+			// was deleted while the watch was down, and no Deleted will come
+			// for it, since its key still exists.
+			w.opts.OnEvent("pods", "delete")
+			w.deletePod(cache.DeletedFinalStateUnknown{Key: key, Obj: &podRef{Namespace: pod.Namespace, Name: pod.Name, UID: was}})
+			event = "add"
+		}
+		w.opts.OnEvent("pods", event)
 		w.handlePod(pod)
 	case cache.Deleted:
 		keys.remove(key)

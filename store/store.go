@@ -466,19 +466,14 @@ func (s *Store) Delete(uid types.UID) error {
 	return nil
 }
 
-// Unseen returns the pods loaded from disk that no change with metadata has
-// touched since Open, with their states. Once the informer has replayed
-// every live pod, these are the pods deleted while podslo was down.
-func (s *Store) Unseen() map[types.UID]lifecycle.State {
+// UIDs calls fn for the UID of every pod record, under a read lock: fn must
+// not call back into the Store.
+func (s *Store) UIDs(fn func(uid types.UID)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	out := map[types.UID]lifecycle.State{}
-	for uid, p := range s.pods {
-		if p.meta == nil {
-			out[uid] = p.state
-		}
+	for uid := range s.pods {
+		fn(uid)
 	}
-	return out
 }
 
 // Pods calls fn for every pod that is live (seen since Open), under a read
