@@ -41,19 +41,22 @@ func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options)
 		}
 		// NODE_NAME comes last, after the flag, PODSLO_NODE_NAME and the
 		// file: it is what a DaemonSet sets from spec.nodeName.
-		node := c.v.GetString("node-name")
+		node := c.str("node-name")
 		if node == "" {
 			node = os.Getenv("NODE_NAME")
 		}
 		opts := &agent.Options{
 			NodeName:            node,
-			Kubeconfig:          c.v.GetString("kubeconfig"),
-			ListenAddress:       c.v.GetString("listen-address"),
-			StableConditionType: c.v.GetString("stable-condition-type"),
-			ProbeConditionType:  c.v.GetString("probe-condition-type"),
-			MinProbePeriod:      c.v.GetDuration("min-probe-period"),
-			MaxProbeWorkers:     c.v.GetInt("max-probe-workers"),
+			Kubeconfig:          c.str("kubeconfig"),
+			ListenAddress:       c.str("listen-address"),
+			StableConditionType: c.str("stable-condition-type"),
+			ProbeConditionType:  c.str("probe-condition-type"),
+			MinProbePeriod:      c.duration("min-probe-period"),
+			MaxProbeWorkers:     c.integer("max-probe-workers"),
 			Logger:              log,
+		}
+		if err := c.err(); err != nil {
+			return err
 		}
 		opts.Complete()
 		if err := opts.Validate(); err != nil {

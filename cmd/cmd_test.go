@@ -113,3 +113,60 @@ func TestBadLogFlags(t *testing.T) {
 	_, err = parse(t, "exporter", "--log-level", "loud")
 	assert.ErrorContains(t, err, "--log-level")
 }
+
+// TestStrictValuesFromEverySource: a value that does not parse is an error
+// naming its key and source, whether it comes from a flag, the environment
+// or the file; nothing is read as a default or in another unit.
+func TestStrictValuesFromEverySource(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"env duration without unit", map[string]string{"PODSLO_MAX_OBSERVATION_AGE": "3600"}, nil,
+			`PODSLO_MAX_OBSERVATION_AGE: "3600" is not a duration with a unit, such as "90s" or "1h"`},
+		{"env duration banana", map[string]string{"PODSLO_SANDBOX_CREATION_TIMEOUT": "banana"}, nil,
+			`PODSLO_SANDBOX_CREATION_TIMEOUT: "banana" is not a duration with a unit, such as "90s" or "1h"`},
+		{"env bool yes", map[string]string{"PODSLO_PER_POD_METRICS": "yes"}, nil,
+			`PODSLO_PER_POD_METRICS: "yes" is not true or false`},
+		{"env bool banana", map[string]string{"PODSLO_PER_POD_METRICS": "banana"}, nil,
+			`PODSLO_PER_POD_METRICS: "banana" is not true or false`},
+		{"flag sub-second", nil, []string{"--max-observation-age=500ms"},
+			`--max-observation-age must be a whole number of seconds (condition times have one-second precision), got 500ms`},
+		{"flag fractional seconds", nil, []string{"--sandbox-creation-timeout=1500ms"},
+			`--sandbox-creation-timeout must be a whole number of seconds (condition times have one-second precision), got 1.5s`},
+		{"flag state-min-free", nil, []string{"--state-min-free=-1Mi"},
+			`--state-min-free must not be negative, got -1048576`},
+		{"two bad values at once", map[string]string{"PODSLO_PER_POD_METRICS": "1", "PODSLO_MAX_OBSERVATION_AGE": "60"}, nil,
+			"PODSLO_PER_POD_METRICS: \"1\" is not true or false\nPODSLO_MAX_OBSERVATION_AGE: \"60\" is not a duration with a unit, such as \"90s\" or \"1h\""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			_, err := parse(t, append([]string{"exporter"}, tt.args...)...)
+			require.Error(t, err)
+			assert.Equal(t, tt.want, err.Error())
+		})
+	}
+}
+
+func TestStrictValuesThatParse(t *testing.T) {
+	t.Setenv("PODSLO_MAX_OBSERVATION_AGE", "90m")
+	t.Setenv("PODSLO_PER_POD_METRICS", "FALSE")
+	t.Setenv("PODSLO_STATE_MIN_FREE", "128Mi")
+	t.Setenv("PODSLO_SANDBOX_CREATION_TIMEOUT", "") // empty is unset
+	o, err := parse(t, "exporter")
+	require.NoError(t, err)
+	assert.Equal(t, 90*time.Minute, o.MaxObservationAge)
+	assert.False(t, *o.PerPodMetrics)
+	assert.Equal(t, int64(128<<20), o.StateMinFree)
+	assert.Equal(t, 5*time.Minute, o.SandboxCreationTimeout)
+
+	o, err = parse(t, "exporter", "--state-min-free", "1G", "--per-pod-metrics=true")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1e9), o.StateMinFree)
+	assert.True(t, *o.PerPodMetrics)
+}

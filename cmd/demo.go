@@ -40,35 +40,38 @@ func newDemoCommand(stdout, stderr io.Writer) *cobra.Command {
 			return err
 		}
 		log := slog.New(slog.DiscardHandler)
-		if path := c.v.GetString("log-file"); path != "" {
+		if path := c.str("log-file"); path != "" {
 			f, err := os.Create(path)
 			if err != nil {
 				return fmt.Errorf("--log-file: %w", err)
 			}
 			defer f.Close()
-			c.v.Set("log-format", "text")
+			c.set["log-format"] = "text"
 			if log, err = c.logger(f); err != nil {
 				return err
 			}
 		}
 		opts := &demo.Options{
-			SourceDir:               c.v.GetString("source-dir"),
-			Nodes:                   c.v.GetInt("nodes"),
-			ListenAddress:           c.v.GetString("listen-address"),
-			AgentListenAddress:      c.v.GetString("agent-listen-address"),
-			Prometheus:              c.v.GetBool("prometheus"),
-			PrometheusBinary:        c.v.GetString("prometheus-binary"),
-			PrometheusListenAddress: c.v.GetString("prometheus-listen-address"),
-			ChurnInterval:           c.v.GetDuration("churn-interval"),
+			SourceDir:               c.str("source-dir"),
+			Nodes:                   c.integer("nodes"),
+			ListenAddress:           c.str("listen-address"),
+			AgentListenAddress:      c.str("agent-listen-address"),
+			Prometheus:              c.boolean("prometheus"),
+			PrometheusBinary:        c.str("prometheus-binary"),
+			PrometheusListenAddress: c.str("prometheus-listen-address"),
+			ChurnInterval:           c.duration("churn-interval"),
 			Out:                     stdout,
 			Logger:                  log,
+		}
+		if err := c.err(); err != nil {
+			return err
 		}
 		opts.Complete()
 		if err := opts.Validate(); err != nil {
 			return err
 		}
 		ctx := cmd.Context()
-		if d := c.v.GetDuration("duration"); d > 0 {
+		if d := c.duration("duration"); d > 0 {
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()

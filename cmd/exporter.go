@@ -2,7 +2,9 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,6 +24,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	fs.String("listen-address", exporter.DefaultListenAddress, "Address serving the landing page on /, /api/v1/classes, /metrics, /healthz and /readyz")
 	fs.String("dashboards-url", exporter.DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
 	fs.String("state-dir", exporter.DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
+	fs.String("state-min-free", "64Mi", "Free space the state filesystem must keep for a state write to go ahead (a quantity, e.g. 64Mi); below it writes wait and podslo_store_writable is 0")
 	fs.Bool("per-pod-metrics", true, "Export per-pod series")
 	fs.StringArray("pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
 	fs.StringArray("histogram-label", nil, "Extra histogram dimension NAME=label:KEY or NAME=annotation:KEY (repeatable)")
@@ -40,21 +43,31 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 		if err != nil {
 			return err
 		}
-		perPod := c.v.GetBool("per-pod-metrics")
+		perPod := c.boolean("per-pod-metrics")
 		opts := &exporter.Options{
-			Kubeconfig:             c.v.GetString("kubeconfig"),
-			ListenAddress:          c.v.GetString("listen-address"),
-			DashboardsURL:          c.v.GetString("dashboards-url"),
-			StateDir:               c.v.GetString("state-dir"),
+			Kubeconfig:             c.str("kubeconfig"),
+			ListenAddress:          c.str("listen-address"),
+			DashboardsURL:          c.str("dashboards-url"),
+			StateDir:               c.str("state-dir"),
+			StateMinFree:           c.quantity("state-min-free"),
 			PerPodMetrics:          &perPod,
 			PodLabels:              c.list("pod-label"),
 			HistogramLabels:        c.list("histogram-label"),
-			MaxObservationAge:      c.v.GetDuration("max-observation-age"),
+			MaxObservationAge:      c.duration("max-observation-age"),
 			SandboxConditionTypes:  c.list("sandbox-condition-types"),
-			SandboxCreationTimeout: c.v.GetDuration("sandbox-creation-timeout"),
-			UserErrorEventRegex:    c.v.GetString("user-error-event-regex"),
-			StableConditionType:    c.v.GetString("stable-condition-type"),
+			SandboxCreationTimeout: c.duration("sandbox-creation-timeout"),
+			UserErrorEventRegex:    c.str("user-error-event-regex"),
+			StableConditionType:    c.str("stable-condition-type"),
 			Logger:                 log,
+		}
+		if err := c.err(); err != nil {
+			return err
+		}
+		// Zero would silently become the default.
+		for key, d := range map[string]time.Duration{"max-observation-age": opts.MaxObservationAge, "sandbox-creation-timeout": opts.SandboxCreationTimeout} {
+			if d == 0 {
+				return fmt.Errorf("--%s must be at least 1s, got 0s", key)
+			}
 		}
 		opts.Complete()
 		if err := opts.Validate(); err != nil {

@@ -38,7 +38,11 @@ var (
 		Help:   "Bytes the state takes on disk, by part (lsm, vlog).",
 		Labels: labelList("part"),
 	}
-	selfFamilies = []*Family{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize}
+	storeWritable = &Family{
+		Name: "podslo_store_writable", Type: "gauge", Stability: Alpha,
+		Help: "1 while state writes can go ahead, 0 while the state filesystem has less free space than --state-min-free.",
+	}
+	selfFamilies = []*Family{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
 )
 
 // NewInformerEvents returns the counter the informers increment for every
@@ -52,6 +56,7 @@ type Self struct {
 	store                                          *store.Store
 	version                                        string
 	build, operations, recoveries, tracked, sizeBy *prometheus.Desc
+	writable                                       *prometheus.Desc
 }
 
 // NewSelf returns the self-metrics collector.
@@ -64,12 +69,13 @@ func NewSelf(s *store.Store, version string) *Self {
 		recoveries: storeRecoveries.desc(Labels{}),
 		tracked:    storeTrackedPods.desc(Labels{}),
 		sizeBy:     storeSize.desc(Labels{}),
+		writable:   storeWritable.desc(Labels{}),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *Self) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.build, c.operations, c.recoveries, c.tracked, c.sizeBy} {
+	for _, d := range []*prometheus.Desc{c.build, c.operations, c.recoveries, c.tracked, c.sizeBy, c.writable} {
 		ch <- d
 	}
 }
@@ -87,6 +93,11 @@ func (c *Self) Collect(ch chan<- prometheus.Metric) {
 	lsm, vlog := c.store.Size()
 	ch <- prometheus.MustNewConstMetric(c.sizeBy, prometheus.GaugeValue, float64(lsm), "lsm")
 	ch <- prometheus.MustNewConstMetric(c.sizeBy, prometheus.GaugeValue, float64(vlog), "vlog")
+	writable := 0.0
+	if c.store.Writable() {
+		writable = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.writable, prometheus.GaugeValue, writable)
 }
 
 // Version is podslo's module version, from the build info.

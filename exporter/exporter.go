@@ -39,7 +39,7 @@ func (o *Options) Start(ctx context.Context) error {
 	if o.StateDir == store.InMemory {
 		log.Warn("State is kept in memory only: a restart forgets what was observed and may count it again", "stateDir", o.StateDir)
 	}
-	st, err := store.Open(store.Options{Dir: o.StateDir, Logger: log.With("component", "store")})
+	st, err := store.Open(store.Options{Dir: o.StateDir, MinFreeBytes: o.StateMinFree, Logger: log.With("component", "store")})
 	if err != nil {
 		return err
 	}

@@ -43,6 +43,10 @@ type Options struct {
 	// StateDir holds the badger state. store.InMemory keeps it in memory and
 	// loses exactly-once across restarts. Default DefaultStateDir.
 	StateDir string
+	// StateMinFree is the free space, in bytes, the state filesystem must
+	// keep for a state write to go ahead; below it writes wait (see
+	// store.Options.MinFreeBytes). Default store.DefaultMinFreeBytes.
+	StateMinFree int64
 	// PerPodMetrics exports the per-pod series. Default true.
 	PerPodMetrics *bool
 	// PodLabels are pod label keys copied onto per-pod series as
@@ -135,11 +139,21 @@ func (o *Options) Validate() error {
 			errs = append(errs, fmt.Errorf("--dashboards-url %q: want an http, https or relative URL", o.DashboardsURL))
 		}
 	}
-	if o.MaxObservationAge < 0 {
-		errs = append(errs, fmt.Errorf("--max-observation-age must not be negative, got %s", o.MaxObservationAge))
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{{"--max-observation-age", o.MaxObservationAge}, {"--sandbox-creation-timeout", o.SandboxCreationTimeout}} {
+		switch {
+		case d.value < 0:
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.flag, d.value))
+		case d.value%time.Second != 0:
+			// Condition times have one-second precision: 500ms would be
+			// truncated to 0s, and 1.5s compared as 1s.
+			errs = append(errs, fmt.Errorf("%s must be a whole number of seconds (condition times have one-second precision), got %s", d.flag, d.value))
+		}
 	}
-	if o.SandboxCreationTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--sandbox-creation-timeout must not be negative, got %s", o.SandboxCreationTimeout))
+	if o.StateMinFree < 0 {
+		errs = append(errs, fmt.Errorf("--state-min-free must not be negative, got %d", o.StateMinFree))
 	}
 	for _, t := range o.SandboxConditionTypes {
 		if strings.TrimSpace(t) == "" {

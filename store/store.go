@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/y"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -27,11 +27,20 @@ const InMemory = ":memory:"
 // DefaultGCInterval is the default for Options.GCInterval.
 const DefaultGCInterval = 10 * time.Minute
 
+// DefaultMinFreeBytes is the default for Options.MinFreeBytes: more than
+// badger writes between two checks (a memtable file of 2×4 MB, its flush to
+// an L0 table, and an L0→L1 compaction of a few MB at 100k pods).
+const DefaultMinFreeBytes = 64 << 20
+
 var (
 	// ErrClosed is returned by every call after Close.
 	ErrClosed = errors.New("store is closed")
 	// ErrLocked means another process holds the state directory.
 	ErrLocked = errors.New("state directory is in use by another process")
+	// ErrNoSpace means the state filesystem has less free space than
+	// Options.MinFreeBytes: the write was refused before badger could
+	// touch its memory-mapped files, where a full disk is a SIGBUS.
+	ErrNoSpace = errors.New("state filesystem is full")
 )
 
 // Options configures a Store.
@@ -46,8 +55,17 @@ type Options struct {
 	// GCInterval is how often the value log is garbage-collected. Default
 	// DefaultGCInterval.
 	GCInterval time.Duration
+	// MinFreeBytes is the free space the state filesystem must keep for a
+	// write to go ahead. badger memory-maps its files, and a write into a
+	// mapping that the filesystem cannot back kills the process with
+	// SIGBUS: the only safe full-disk error is one raised before the write.
+	// Default DefaultMinFreeBytes.
+	MinFreeBytes int64
 	// Logger receives the store's and badger's logs. Default: discard.
 	Logger *slog.Logger
+	// statfs reports the free bytes of the filesystem holding a path;
+	// tests replace it.
+	statfs func(path string) (int64, error)
 }
 
 // Validate reports the first invalid option.
@@ -63,6 +81,9 @@ func (o *Options) Validate() error {
 	if o.GCInterval < 0 {
 		return fmt.Errorf("gc interval must not be negative, got %s", o.GCInterval)
 	}
+	if o.MinFreeBytes < 0 {
+		return fmt.Errorf("min free bytes must not be negative, got %d", o.MinFreeBytes)
+	}
 	return nil
 }
 
@@ -74,8 +95,14 @@ func (o *Options) withDefaults() Options {
 	if c.GCInterval == 0 {
 		c.GCInterval = DefaultGCInterval
 	}
+	if c.MinFreeBytes == 0 {
+		c.MinFreeBytes = DefaultMinFreeBytes
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.statfs == nil {
+		c.statfs = freeBytes
 	}
 	return c
 }
@@ -144,16 +171,37 @@ type Store struct {
 	stats  Stats
 	closed atomic.Bool
 
+	// writable is false while the state filesystem is short of space (or
+	// the store is read-only because it was full at Open).
+	writable atomic.Bool
+
 	mu     sync.RWMutex
 	pods   map[types.UID]*pod
 	series map[string]*series
+	// readOnly: badger was opened read-only (or not at all, db nil, for a
+	// new state) because the filesystem was full at Open; the first write
+	// after space returns reopens it read-write. Guarded by mu.
+	readOnly bool
+	// spaceCheckedAt is when free space was last found short; guarded by
+	// mu. A full filesystem is looked at again at most once a second.
+	spaceCheckedAt time.Time
 }
 
-// Open opens (or creates) the state in opts.Dir and loads it into memory. A
-// state directory that badger cannot open is moved aside to
-// "<dir>.corrupt-<unix time>" and replaced by an empty one: losing the memory
+// Open opens (or creates) the state in opts.Dir and loads it into memory.
+//
+// A state directory that podslo cannot use as it is (a path that is not a
+// directory, a permission error, a read-only filesystem, a directory that
+// holds files of something else) is an error that names the path and the
+// cause: nothing is moved, renamed or deleted. Only a state that badger
+// reports as corrupt, with every table's checksum verified, is moved aside to
+// "<dir>.corrupt-<unix time>" and replaced by an empty one, and that is
+// logged at error level and counted in Stats().Recoveries: losing the memory
 // of what was observed is better than not serving at all, and the move keeps
-// the evidence. A directory held by another process is an error (ErrLocked).
+// the evidence. A directory held by another process is ErrLocked.
+//
+// A filesystem with less than MinFreeBytes free opens the state read-only:
+// the store serves what it loaded, refuses writes with ErrNoSpace, and opens
+// read-write again on the first write after space returns.
 func Open(opts Options) (*Store, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -165,15 +213,43 @@ func Open(opts Options) (*Store, error) {
 		pods:   map[types.UID]*pod{},
 		series: map[string]*series{},
 	}
-	db, err := openBadger(opts)
-	if err != nil && opts.Dir != InMemory && !errors.Is(err, ErrLocked) && !isEnvironmentError(err) {
+	s.writable.Store(true)
+	if opts.Dir == InMemory {
+		db, err := openBadger(opts, false)
+		if err != nil {
+			return nil, fmt.Errorf("open in-memory state: %w", err)
+		}
+		s.db = db
+		return s, nil
+	}
+	fresh, err := checkStateDir(opts.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if free, err := opts.statfs(opts.Dir); err != nil {
+		return nil, fmt.Errorf("state dir %q: %w", opts.Dir, err)
+	} else if free < opts.MinFreeBytes {
+		s.log.Error("State filesystem is full: serving the state read-only until space returns", "dir", opts.Dir, "freeBytes", free, "minFreeBytes", opts.MinFreeBytes)
+		s.readOnly = true
+		s.writable.Store(false)
+		s.spaceCheckedAt = time.Now()
+		if fresh {
+			// Nothing to load, and a read-only badger cannot create a state.
+			return s, nil
+		}
+	}
+	db, err := openBadger(opts, s.readOnly)
+	if err != nil && !errors.Is(err, ErrLocked) && isCorrupt(err) && !s.readOnly {
 		aside := fmt.Sprintf("%s.corrupt-%d", strings.TrimRight(opts.Dir, "/"), time.Now().Unix())
-		s.log.Error("State directory is unreadable, moving it aside and starting empty", "dir", opts.Dir, "aside", aside, "err", err)
+		s.log.Error("State is corrupt: moving it aside and starting empty; pods observed before may be observed again", "dir", opts.Dir, "aside", aside, "err", err)
 		if rerr := os.Rename(opts.Dir, aside); rerr != nil {
 			return nil, fmt.Errorf("move corrupt state %q aside: %w (open failed with: %v)", opts.Dir, rerr, err)
 		}
 		s.stats.Recoveries.Add(1)
-		db, err = openBadger(opts)
+		if _, err := checkStateDir(opts.Dir); err != nil {
+			return nil, err
+		}
+		db, err = openBadger(opts, false)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open state at %q: %w", opts.Dir, err)
@@ -186,8 +262,24 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-func openBadger(opts Options) (*badger.DB, error) {
-	bo := badger.DefaultOptions(opts.Dir)
+func openBadger(opts Options, readOnly bool) (*badger.DB, error) {
+	bo := badgerOptions(opts, readOnly)
+	if opts.Dir != InMemory {
+		// A flipped block must be a corrupt state, moved aside and counted,
+		// not a partial load.
+		if err := verifyTables(opts.Dir, bo); err != nil {
+			return nil, err
+		}
+	}
+	db, err := badger.Open(bo)
+	if err != nil && (errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "Cannot acquire directory lock")) {
+		return nil, fmt.Errorf("%w: %v", ErrLocked, err)
+	}
+	return db, err
+}
+
+func badgerOptions(opts Options, readOnly bool) badger.Options {
+	bo := badger.DefaultOptions(opts.Dir).WithReadOnly(readOnly)
 	if opts.Dir == InMemory {
 		bo = badger.DefaultOptions("").WithInMemory(true)
 	}
@@ -210,17 +302,24 @@ func openBadger(opts Options) (*badger.DB, error) {
 		WithMetricsEnabled(false).
 		// One writer (the informer handler) at a time: no conflicts to detect.
 		WithDetectConflicts(false)
-	db, err := badger.Open(bo)
-	if err != nil && (errors.Is(err, syscall.EWOULDBLOCK) || strings.Contains(err.Error(), "Cannot acquire directory lock")) {
-		return nil, fmt.Errorf("%w: %v", ErrLocked, err)
-	}
-	return db, err
+	return bo
 }
 
-// isEnvironmentError tells problems of the machine (permissions, a full
-// disk) from a corrupt state: moving the directory aside would not help.
-func isEnvironmentError(err error) bool {
-	return errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EROFS)
+// isCorrupt tells whether badger found the state itself damaged. badger
+// wraps its errors as text, so beyond errors.Is the messages are matched;
+// anything else (permissions, space, I/O) is left to the operator, since
+// moving the directory aside would not help and would lose its state.
+func isCorrupt(err error) bool {
+	if errors.Is(err, errCorrupt) || errors.Is(err, y.ErrChecksumMismatch) || errors.Is(err, badger.ErrTruncateNeeded) {
+		return true
+	}
+	msg := err.Error()
+	for _, m := range []string{"checksum mismatch", "Checksum mismatch", "bad magic", "Bad magic", "manifest has unsupported version", "corrupt", "Corrupt", "failed to read table index", "unexpected EOF", "Invalid checksum"} {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
 }
 
 // load reads every record into memory. A record that does not decode is
@@ -335,6 +434,10 @@ func (s *Store) Apply(c Change) error {
 		}
 		return nil
 	}
+	if err := s.ensureSpace(); err != nil {
+		s.stats.count(OpApply, false)
+		return err
+	}
 
 	updated, exemplars, err := s.updatedSeries(c)
 	if err != nil {
@@ -387,6 +490,52 @@ func (s *Store) Apply(c Change) error {
 	}
 	return nil
 }
+
+// ensureSpace refuses a write while the filesystem is short of space, and
+// reopens a state opened read-only once space is back. Called with mu held.
+func (s *Store) ensureSpace() error {
+	if s.opts.Dir == InMemory {
+		return nil
+	}
+	if !s.writable.Load() && time.Since(s.spaceCheckedAt) < time.Second {
+		// Looked at less than a second ago: a full disk on a busy cluster
+		// would otherwise cost a statfs per pod update.
+		return ErrNoSpace
+	}
+	free, err := s.opts.statfs(s.opts.Dir)
+	if err != nil {
+		return fmt.Errorf("check free space of %q: %w", s.opts.Dir, err)
+	}
+	if free < s.opts.MinFreeBytes {
+		if s.writable.Swap(false) {
+			s.log.Error("State filesystem is full: writes are refused until space returns", "dir", s.opts.Dir, "freeBytes", free, "minFreeBytes", s.opts.MinFreeBytes)
+		}
+		s.spaceCheckedAt = time.Now()
+		return fmt.Errorf("%w: %d bytes free in %q, %d needed", ErrNoSpace, free, s.opts.Dir, s.opts.MinFreeBytes)
+	}
+	if s.readOnly {
+		if s.db != nil {
+			if err := s.db.Close(); err != nil {
+				return fmt.Errorf("close read-only state at %q: %w", s.opts.Dir, err)
+			}
+			s.db = nil
+		}
+		db, err := openBadger(s.opts, false)
+		if err != nil {
+			s.spaceCheckedAt = time.Now()
+			return fmt.Errorf("reopen state at %q for writing: %w", s.opts.Dir, err)
+		}
+		s.db, s.readOnly = db, false
+	}
+	if !s.writable.Swap(true) {
+		s.log.Info("State filesystem has space again: writes resume", "dir", s.opts.Dir, "freeBytes", free)
+	}
+	return nil
+}
+
+// Writable reports whether the last write could go ahead: false while the
+// state filesystem is short of space.
+func (s *Store) Writable() bool { return s.writable.Load() }
 
 // pendingExemplar is an exemplar to record once the commit succeeded.
 type pendingExemplar struct {
@@ -457,6 +606,10 @@ func (s *Store) Delete(uid types.UID) error {
 	if _, ok := s.pods[uid]; !ok {
 		return nil
 	}
+	if err := s.ensureSpace(); err != nil {
+		s.stats.count(OpDelete, false)
+		return err
+	}
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(podKey(uid)) }); err != nil {
 		s.stats.count(OpDelete, false)
 		return fmt.Errorf("delete pod %s: %w", uid, err)
@@ -505,7 +658,7 @@ func (s *Store) Start(ctx context.Context) error {
 }
 
 func (s *Store) collectGarbage() {
-	if s.closed.Load() || s.opts.Dir == InMemory {
+	if s.closed.Load() || s.opts.Dir == InMemory || !s.writable.Load() {
 		return
 	}
 	for {
@@ -532,6 +685,18 @@ func (s *Store) Close() error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.db == nil {
+		return nil
+	}
+	if !s.readOnly && s.opts.Dir != InMemory {
+		if free, err := s.opts.statfs(s.opts.Dir); err == nil && free < s.opts.MinFreeBytes {
+			// Closing flushes the memtable into a new mapped table: on a
+			// full disk, a SIGBUS. Every commit is already in the memtable's
+			// own file, which the next Open replays, so leaving it is safe.
+			s.log.Error("State filesystem is full: leaving the state unflushed, the next start replays it", "dir", s.opts.Dir, "freeBytes", free)
+			return nil
+		}
+	}
 	if err := s.db.Close(); err != nil {
 		return fmt.Errorf("close state at %q: %w", s.opts.Dir, err)
 	}
@@ -541,6 +706,11 @@ func (s *Store) Close() error {
 // Size returns the bytes the state takes on disk: LSM tree and value log.
 func (s *Store) Size() (lsm, vlog int64) {
 	if s.closed.Load() {
+		return 0, 0
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.db == nil {
 		return 0, 0
 	}
 	return s.db.Size()

@@ -1,0 +1,110 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// badgerFile matches what badger keeps in its directory; lost+found is what
+// a freshly formatted volume (a PVC) holds before podslo writes anything.
+var badgerFile = regexp.MustCompile(`^(MANIFEST|KEYREGISTRY|DISCARD|LOCK|\d+\.(sst|vlog|mem)|.*\.tmp|lost\+found)$`)
+
+// checkStateDir makes sure dir can hold podslo's state before badger opens
+// it, so that each problem of the machine gets an error that names it:
+// badger reports them as text, with the errno lost. It creates a missing
+// directory and reports whether the state is new. It never moves, renames or
+// deletes anything.
+func checkStateDir(dir string) (fresh bool, err error) {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return false, fmt.Errorf("create state dir %q: %w", dir, err)
+		}
+		return true, writeProbe(dir)
+	case err != nil:
+		return false, fmt.Errorf("state dir %q: %w", dir, err)
+	case !fi.IsDir():
+		return false, fmt.Errorf("state dir %q is not a directory (it is a %s): point --state-dir at a directory", dir, fileKind(fi.Mode()))
+	}
+	var st unix.Statfs_t
+	if err := unix.Statfs(dir, &st); err == nil && st.Flags&unix.ST_RDONLY != 0 {
+		return false, fmt.Errorf("state dir %q is on a read-only filesystem: %w", dir, syscall.EROFS)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return false, fmt.Errorf("read state dir %q: %w", dir, err)
+	}
+	fresh = true
+	for _, e := range entries {
+		name := e.Name()
+		if !badgerFile.MatchString(name) {
+			return false, fmt.Errorf("state dir %q holds %q, which is not podslo state: point --state-dir at an empty directory or one podslo created", dir, name)
+		}
+		if name == "lost+found" {
+			continue
+		}
+		fresh = false
+		// Every file must be readable and writable by this process: badger
+		// would fail on the first one it cannot open, with the cause lost
+		// in its text.
+		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+		if err != nil {
+			return false, fmt.Errorf("state dir %q: %w", dir, err)
+		}
+		_ = f.Close()
+	}
+	return fresh, writeProbe(dir)
+}
+
+// writeProbe creates, writes and removes a file: it finds a directory this
+// process may not write to, and a read-only mount that statfs did not flag.
+// Its few bytes may still fit on a full disk, which the free-space check
+// handles.
+func writeProbe(dir string) error {
+	f, err := os.CreateTemp(dir, ".podslo-probe-*.tmp")
+	if err != nil {
+		return fmt.Errorf("state dir %q is not writable: %w", dir, err)
+	}
+	name := f.Name()
+	_, werr := f.Write([]byte("podslo"))
+	cerr := f.Close()
+	rerr := os.Remove(name)
+	if err := errors.Join(werr, cerr, rerr); err != nil && !errors.Is(err, syscall.ENOSPC) {
+		return fmt.Errorf("state dir %q is not writable: %w", dir, err)
+	}
+	return nil
+}
+
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsRegular():
+		return "regular file"
+	case m&fs.ModeSymlink != 0:
+		return "symlink"
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return m.Type().String()
+}
+
+// freeBytes is the space an unprivileged process may still use on the
+// filesystem holding path.
+func freeBytes(path string) (int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, fmt.Errorf("statfs: %w", err)
+	}
+	return int64(st.Bavail) * st.Bsize, nil
+}
