@@ -108,3 +108,47 @@ func freeBytes(path string) (int64, error) {
 	}
 	return int64(st.Bavail) * st.Bsize, nil
 }
+
+// preallocate reserves the blocks of the files badger maps sparse: each
+// memtable's write-ahead log (*.mem, created as 2×MemTableSize holes) and
+// DISCARD. A later fault on a hole of such a mapping — a write, or on tmpfs
+// even the read that replays the log at the next start — needs a block the
+// filesystem may no longer have, and is then a SIGBUS. Reserved while free
+// space is known to be above MinFreeBytes, they can no longer fail. Value
+// logs stay sparse: podslo's values are all below the value threshold, so
+// badger never maps their holes.
+func preallocate(dir string, done map[string]bool) error {
+	names, err := filepath.Glob(filepath.Join(dir, "*.mem"))
+	if err != nil {
+		return err
+	}
+	names = append(names, filepath.Join(dir, "DISCARD"))
+	for _, name := range names {
+		if done[name] {
+			continue
+		}
+		f, err := os.OpenFile(name, os.O_RDWR, 0)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Flushed and removed meanwhile.
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("preallocate %q: %w", name, err)
+		}
+		fi, err := f.Stat()
+		if err == nil && fi.Size() > 0 {
+			err = unix.Fallocate(int(f.Fd()), 0, 0, fi.Size())
+		}
+		_ = f.Close()
+		if err != nil {
+			return fmt.Errorf("preallocate %q: %w", name, err)
+		}
+		done[name] = true
+	}
+	for name := range done {
+		if _, err := os.Stat(name); errors.Is(err, fs.ErrNotExist) {
+			delete(done, name)
+		}
+	}
+	return nil
+}

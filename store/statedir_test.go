@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -16,54 +15,15 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/lifecycle"
 )
 
-// requireRoot fails, never skips: mounts and a second user need root, which
-// developers' machines and CI have.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test mounts filesystems and drops privileges: run it as root")
-	}
-}
+func requireRoot(t *testing.T) { testenv.RequireRoot(t) }
 
-// mountTmpfs mounts a tmpfs of size bytes on a new directory, unmounted in
-// cleanup. A tmpfs is a real filesystem for what matters here: it runs out
-// of space (and a write into a mapping it cannot back is a SIGBUS, as on a
-// disk), and it can be read-only.
-func mountTmpfs(t *testing.T, size int64, opts ...string) string {
-	t.Helper()
-	requireRoot(t)
-	dir := t.TempDir()
-	data := strings.Join(append([]string{fmt.Sprintf("size=%d", size)}, opts...), ",")
-	require.NoError(t, syscall.Mount("tmpfs", dir, "tmpfs", 0, data))
-	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
-	return dir
-}
+func mountTmpfs(t *testing.T, size int64) string { return testenv.MountTmpfs(t, size) }
 
-// fill writes a filler file until the filesystem has less than leave bytes
-// free, and returns a func that removes it.
-func fill(t *testing.T, dir string, leave int64) func() {
-	t.Helper()
-	name := filepath.Join(dir, "..filler")
-	f, err := os.Create(name)
-	require.NoError(t, err)
-	defer f.Close()
-	buf := make([]byte, 1<<20)
-	for {
-		free, err := freeBytes(dir)
-		require.NoError(t, err)
-		if free < leave {
-			break
-		}
-		n := min(int64(len(buf)), free-leave+4096)
-		if _, err := f.Write(buf[:n]); err != nil {
-			break
-		}
-	}
-	return func() { require.NoError(t, os.Remove(name)) }
-}
+func fill(t *testing.T, dir string, leave int64) func() { return testenv.Fill(t, dir, leave) }
 
 func stateDirError(t *testing.T, dir string) error {
 	t.Helper()

@@ -185,6 +185,15 @@ type Store struct {
 	// spaceCheckedAt is when free space was last found short; guarded by
 	// mu. A full filesystem is looked at again at most once a second.
 	spaceCheckedAt time.Time
+	// unloaded: the state could not even be read while the filesystem was
+	// full (badger's read-only mode refuses a log that needs recovery after
+	// a crash, and recovery writes); it is loaded when writes resume.
+	// Guarded by mu.
+	unloaded bool
+	// preallocated are the mapped files whose blocks are reserved, and
+	// preallocatedAt when new ones were last looked for; guarded by mu.
+	preallocated   map[string]bool
+	preallocatedAt time.Time
 }
 
 // Open opens (or creates) the state in opts.Dir and loads it into memory.
@@ -212,6 +221,8 @@ func Open(opts Options) (*Store, error) {
 		log:    opts.Logger,
 		pods:   map[types.UID]*pod{},
 		series: map[string]*series{},
+
+		preallocated: map[string]bool{},
 	}
 	s.writable.Store(true)
 	if opts.Dir == InMemory {
@@ -239,6 +250,11 @@ func Open(opts Options) (*Store, error) {
 		}
 	}
 	db, err := openBadger(opts, s.readOnly)
+	if err != nil && s.readOnly && !errors.Is(err, ErrLocked) {
+		s.log.Error("State cannot be read while its filesystem is full: serving without it until space returns", "dir", opts.Dir, "err", err)
+		s.unloaded = true
+		return s, nil
+	}
 	if err != nil && !errors.Is(err, ErrLocked) && isCorrupt(err) && !s.readOnly {
 		aside := fmt.Sprintf("%s.corrupt-%d", strings.TrimRight(opts.Dir, "/"), time.Now().Unix())
 		s.log.Error("State is corrupt: moving it aside and starting empty; pods observed before may be observed again", "dir", opts.Dir, "aside", aside, "err", err)
@@ -258,6 +274,13 @@ func Open(opts Options) (*Store, error) {
 	if err := s.load(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("load state from %q: %w", opts.Dir, err)
+	}
+	if !s.readOnly {
+		if err := preallocate(opts.Dir, s.preallocated); err != nil {
+			_ = db.Close()
+			return nil, err
+		}
+		s.preallocatedAt = time.Now()
 	}
 	return s, nil
 }
@@ -526,6 +549,24 @@ func (s *Store) ensureSpace() error {
 			return fmt.Errorf("reopen state at %q for writing: %w", s.opts.Dir, err)
 		}
 		s.db, s.readOnly = db, false
+		s.preallocatedAt = time.Time{}
+		if s.unloaded {
+			// Nothing was written meanwhile: every write was refused, so
+			// the maps are still empty and the state on disk is whole.
+			if err := s.load(); err != nil {
+				return fmt.Errorf("load state from %q: %w", s.opts.Dir, err)
+			}
+			s.unloaded = false
+			s.log.Info("State loaded once space returned", "dir", s.opts.Dir, "pods", len(s.pods))
+		}
+	}
+	if time.Since(s.preallocatedAt) >= time.Second {
+		// badger starts a new memtable file every 4 MB of writes: reserve
+		// it while the space is known to be there.
+		if err := preallocate(s.opts.Dir, s.preallocated); err != nil {
+			return err
+		}
+		s.preallocatedAt = time.Now()
 	}
 	if !s.writable.Swap(true) {
 		s.log.Info("State filesystem has space again: writes resume", "dir", s.opts.Dir, "freeBytes", free)

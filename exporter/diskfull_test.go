@@ -1,0 +1,118 @@
+package exporter
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// value reads one sample of family (any labels) from the exporter, or
+// reports why it cannot.
+func value(url, family string) (float64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	f := fams[family]
+	if f == nil || len(f.GetMetric()) == 0 {
+		return 0, fmt.Errorf("no %s", family)
+	}
+	m := f.GetMetric()[0]
+	switch {
+	case m.Gauge != nil:
+		return m.GetGauge().GetValue(), nil
+	case m.Counter != nil:
+		return m.GetCounter().GetValue(), nil
+	}
+	return 0, fmt.Errorf("%s is neither a gauge nor a counter", family)
+}
+
+func statusOf(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestFullDisk runs the real binary with its state on a real filesystem that
+// fills up. badger memory-maps its files, and a write into a mapping the
+// filesystem cannot back is a SIGBUS: before the free-space check, the
+// exporter died here at its first write, and again at every restart. Now it
+// keeps serving, says so in podslo_store_writable, and once space returns
+// records every observation made meanwhile exactly once.
+func TestFullDisk(t *testing.T) {
+	env := testenv.Start(t)
+	bin := testenv.PodsloBinary(t)
+	mnt := testenv.MountTmpfs(t, 128<<20)
+	state := filepath.Join(mnt, "state")
+	c := env.Client
+	const ns = "fulldisk"
+	createNamespace(t, c, ns)
+	args := []string{"--kubeconfig", env.Kubeconfig, "--state-dir", state, "--state-min-free", "32Mi"}
+
+	first := startProcess(t, bin, args...)
+	base := time.Now().Add(-time.Minute).Truncate(time.Second)
+	// One pod observed before the disk fills: it must not count again.
+	z := createPod(t, c, ns, podSpec{name: "z", team: "a"})
+	kubelet(t, c, z, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
+	eventuallyValue(t, first.url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "z"}, 5)
+	free := testenv.Fill(t, mnt, 0)
+	for i, name := range []string{"a", "b", "c"} {
+		p := createPod(t, c, ns, podSpec{name: name, team: "a"})
+		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(time.Duration(i+1)*time.Second)))
+	}
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		v, err := value(first.url, "podslo_store_writable")
+		assert.NoError(ct, err)
+		assert.Zero(ct, v, "not writable")
+	}, 30*time.Second, 100*time.Millisecond)
+	// Still alive and serving, with the refused writes counted.
+	assert.Equal(t, http.StatusOK, statusOf(t, first.url+"/healthz"))
+	assert.Equal(t, http.StatusOK, statusOf(t, first.url+"/readyz"))
+	body := scrapeText(t, first.url, "text/plain")
+	assert.Contains(t, body, `podslo_sandbox_creation_duration_seconds_count{runtime_class="none",storage_class="none"} 1`+"\n", "only z recorded yet")
+	assert.Regexp(t, `podslo_store_operations_total\{operation="apply",result="error"\} [1-9]`, body)
+
+	// A restart on the disk that is still full starts and serves.
+	first.kill(t)
+	second := startProcess(t, bin, args...)
+	v, err := value(second.url, "podslo_store_writable")
+	require.NoError(t, err)
+	assert.Zero(t, v)
+
+	free()
+	const name = "podslo_sandbox_creation_duration_seconds"
+	want := "# HELP " + name + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + name + " histogram\n" +
+		histogramText(name, `runtime_class="none",storage_class="none"`, 1, 2, 3, 5)
+	// Failed pods are retried every 30 s.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, testutil.ScrapeAndCompare(second.url+"/metrics", strings.NewReader(want), name))
+	}, 90*time.Second, 200*time.Millisecond, "every observation once space returned")
+	v, err = value(second.url, "podslo_store_writable")
+	require.NoError(t, err)
+	assert.Equal(t, 1.0, v)
+
+	// Once, also after another restart.
+	second.kill(t)
+	third := startProcess(t, bin, args...)
+	require.NoError(t, testutil.ScrapeAndCompare(third.url+"/metrics", strings.NewReader(want), name))
+}
