@@ -286,6 +286,21 @@ func (s *Spec) healthAlerts() []Rule {
 			"runbook_url":   s.runbook("PodsloStoreErrors"),
 			"dashboard_url": s.dashboard("podslo-slo-overview", true),
 		},
+	}, Rule{
+		Alert: "PodsloStateNotWritable",
+		// Its own alert, not PodsloStoreErrors: a full volume is the one
+		// store fault with a known fix, and on a quiet cluster it refuses
+		// too few writes for an error ratio to show.
+		Expr:   fmt.Sprintf("podslo_store_writable%s == 0", s.Selector()),
+		For:    "5m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "The podslo exporter's state volume is full: new observations wait.",
+			"description": fmt.Sprintf("The state filesystem of {{ $labels.instance }} in %s {{ $labels.%s }} has less free space than --state-min-free. "+
+				"The exporter keeps serving and records what it observes meanwhile once space returns, but shows nothing new until then.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloStateNotWritable"),
+			"dashboard_url": s.dashboard("podslo-slo-overview", true),
+		},
 	})
 }
 
