@@ -79,6 +79,31 @@ func TestChartDefaults(t *testing.T) {
 	}
 }
 
+func TestChartToggles(t *testing.T) {
+	objs := charttest.Template(t, chartDir, "--set", "monitoring.prometheusRule.labels.release=kube-prometheus-stack",
+		"--set", "monitoring.prometheusRule.annotations.team=platform")
+	for _, kind := range []string{"rules", "alerts"} {
+		obj := charttest.Find(t, objs, "PrometheusRule", "podslo-podslo-"+kind)
+		assert.Equal(t, "kube-prometheus-stack", obj.Metadata.Labels["release"], kind)
+		assert.Equal(t, map[string]string{"team": "platform"}, obj.Metadata.Annotations, kind)
+	}
+	for _, tc := range []struct {
+		set  string
+		want []string
+	}{
+		{"monitoring.rules.enabled=false", []string{"podslo-podslo-alerts"}},
+		{"monitoring.alerts.enabled=false", []string{"podslo-podslo-rules"}},
+	} {
+		var got []string
+		for _, o := range charttest.Template(t, chartDir, "--set", tc.set) {
+			if o.Kind == "PrometheusRule" {
+				got = append(got, o.Metadata.Name)
+			}
+		}
+		assert.Equal(t, tc.want, got, tc.set)
+	}
+}
+
 // TestChartRulesPassPromtool runs promtool's checks and every unit test of
 // tests/ on the rules the chart renders, as a Prometheus would load them.
 func TestChartRulesPassPromtool(t *testing.T) {
