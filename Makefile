@@ -84,15 +84,16 @@ lint:
 	cd hack/scale && $(GO) mod tidy -diff && $(GO) vet ./...
 	cd dashboards/lint && $(GO) mod tidy -diff
 
-## mixin: regenerate alerts/prometheus_{rules,alerts}.yaml and
-## dashboards/dashboards_out/ from alerts/slos.yaml.
+## mixin: regenerate alerts/prometheus_{rules,alerts}.yaml,
+## dashboards/dashboards_out/ and the chart's rule and dashboard templates
+## and monitoring values (charts/podslo) from alerts/slos.yaml.
 mixin:
 	$(GO) generate ./alerts ./dashboards
 
 ## mixin-check: fail when the committed mixin is not what `make mixin` writes
 ## (the Go tests check the same; this also catches stray files).
 mixin-check: mixin
-	@out=$$(git status --porcelain -- alerts dashboards); if [ -n "$$out" ]; then echo "mixin out of date: run make mixin and commit"; echo "$$out"; exit 1; fi
+	@out=$$(git status --porcelain -- alerts dashboards charts/podslo); if [ -n "$$out" ]; then echo "mixin out of date: run make mixin and commit"; echo "$$out"; exit 1; fi
 
 ## dashboard-lint: grafana/dashboard-linter, pinned in dashboards/lint, on every dashboard.
 dashboard-lint:

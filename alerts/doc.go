@@ -3,4 +3,4 @@
 // prometheus_alerts.yaml (multi-window, multi-burn-rate and health alerts).
 package alerts
 
-//go:generate go run ./gen -spec slos.yaml -rules prometheus_rules.yaml -alerts prometheus_alerts.yaml
+//go:generate go run ./gen -spec slos.yaml -rules prometheus_rules.yaml -alerts prometheus_alerts.yaml -chart ../charts/podslo

@@ -32,6 +32,9 @@ type Rule struct {
 	For         string            `json:"for,omitempty"`
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// cond is a template condition the chart writes the rule under.
+	cond string
 }
 
 // BurnWindow is one multi-window, multi-burn-rate alert (Google SRE
@@ -60,8 +63,6 @@ var BurnWindows = []BurnWindow{
 func (w BurnWindow) Factor(window time.Duration) float64 {
 	return round3(w.Budget * window.Hours() / w.Long.Hours())
 }
-
-func round3(f float64) float64 { return math.Round(f*1000) / 1000 }
 
 func longestAlertWindow() time.Duration {
 	return slices.MaxFunc(BurnWindows, func(a, b BurnWindow) int { return int(a.Long - b.Long) }).Long
@@ -98,17 +99,6 @@ func (slo *SLO) WindowDuration() time.Duration { return slo.window }
 // ThresholdDuration is a latency SLO's threshold.
 func (l *Latency) ThresholdDuration() time.Duration { return l.threshold }
 
-// ErrorBudget is the allowed share of bad events, e.g. 0.01.
-func (slo *SLO) ErrorBudget() float64 { return 1 - slo.Objective/100 }
-
-// ErrorBudgetExpr is the error budget in PromQL, "(1 - 0.99)": printed as
-// a float, 1 - 0.99 would be 0.010000000000000009.
-func (slo *SLO) ErrorBudgetExpr() string { return "(1 - " + slo.ObjectiveRatio() + ")" }
-
-// ObjectiveRatio is the objective as a ratio, e.g. 0.99, formatted for
-// PromQL.
-func (slo *SLO) ObjectiveRatio() string { return formatFloat(slo.Objective / 100) }
-
 // Selector returns the exporter's selector with extra matchers, in braces.
 func (s *Spec) Selector(matchers ...string) string {
 	return "{" + strings.Join(append([]string{s.Config.ExporterSelector}, matchers...), ",") + "}"
@@ -128,6 +118,8 @@ func LeMatcher(seconds float64) string {
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
+func modelDuration(d time.Duration) string { return model.Duration(d).String() }
+
 func (s *Spec) by(class string) string {
 	return fmt.Sprintf("sum by (%s, %s)", s.Config.ClusterLabel, class)
 }
@@ -141,7 +133,7 @@ func (s *Spec) errorRatio(slo *SLO, class string, window time.Duration) string {
 	by := s.by(class)
 	if l := slo.Latency; l != nil {
 		count := fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, s.Selector(), w)
-		good := fmt.Sprintf("%s (increase(%s_bucket%s[%s]))", by, l.Histogram, s.Selector(LeMatcher(l.threshold.Seconds())), w)
+		good := fmt.Sprintf("%s (increase(%s_bucket%s[%s]))", by, l.Histogram, s.Selector(slo.LeMatcher()), w)
 		return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s", count, good, count)
 	}
 	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, s.Selector(), w)
@@ -206,6 +198,14 @@ func (s *Spec) Alerts() RuleFile {
 		f.Groups = append(f.Groups, g)
 	}
 	f.Groups = append(f.Groups, RuleGroup{Name: "podslo.alerts", Rules: s.healthAlerts()})
+	// The chart writes this label only when its value is set (yaml.go).
+	if c := s.Config.Cluster; c != "" && !s.chart {
+		for _, g := range f.Groups {
+			for _, r := range g.Rules {
+				r.Labels[s.Config.ClusterLabel] = c
+			}
+		}
+	}
 	return f
 }
 
@@ -215,14 +215,14 @@ func (s *Spec) burnAlert(slo *SLO, class string, w BurnWindow) Rule {
 	factor := w.Factor(slo.window)
 	threshold := fmt.Sprintf("(%s * %s)", formatFloat(factor), slo.ErrorBudgetExpr())
 	long, short := model.Duration(w.Long).String(), model.Duration(w.Short).String()
-	expr := fmt.Sprintf("(\n  %s > %s\nand %s\n  %s > %s\n)\nand %s\n%s >= %d",
+	expr := fmt.Sprintf("(\n  %s > %s\nand %s\n  %s > %s\n)\nand %s\n%s >= %s",
 		s.ErrorRatio(slo, class, w.Long), threshold, on,
 		s.ErrorRatio(slo, class, w.Short), threshold, on,
-		s.Events(slo, class, w.Long), slo.MinEvents)
+		s.Events(slo, class, w.Long), slo.MinEventsText())
 
 	var bad string
 	if slo.Latency != nil {
-		bad = "were slower than " + slo.Latency.Threshold
+		bad = "were slower than " + slo.ThresholdText()
 	} else {
 		bad = slo.Success.Failure
 	}
@@ -241,8 +241,8 @@ func (s *Spec) burnAlert(slo *SLO, class string, w BurnWindow) Rule {
 			"description": fmt.Sprintf("{{ $value | humanizePercentage }} of %s of %s {{ $labels.%s }} in %s {{ $labels.%s }} %s over the last %s, "+
 				"and more than %s%% over the last %s too. The objective, %s%% per %s, allows %s%%; at %s times that rate the error budget is gone in %s.",
 				slo.Events, class, class, cluster, cluster, bad, long,
-				formatFloat(round3(factor*(100-slo.Objective))), short, formatFloat(slo.Objective), window,
-				formatFloat(round3(100-slo.Objective)), formatFloat(factor), model.Duration(time.Duration(float64(slo.window)/factor))),
+				slo.BurnPercent(w), short, slo.ObjectiveText(), window,
+				slo.ErrorBudgetPercent(), formatFloat(factor), model.Duration(time.Duration(float64(slo.window)/factor))),
 			"runbook_url":   s.runbook(slo.Alert),
 			"dashboard_url": s.dashboard(slo.Dashboard, true, class),
 		},
@@ -270,8 +270,15 @@ func (s *Spec) healthAlerts() []Rule {
 			"dashboard_url": s.dashboard("podslo-pod-startup", true, "runtime_class", "storage_class"),
 		},
 	}, s.downAlert("PodsloExporterDown", "exporter", s.Config.ExporterSelector, "podslo-slo-overview")}
-	if s.Config.AgentSelector != "" {
-		rules = append(rules, s.downAlert("PodsloAgentDown", "agent", s.Config.AgentSelector, "podslo-agent"))
+	switch {
+	case s.chart:
+		// The chart leaves them out when the agent's selector is empty.
+		for _, r := range s.agentAlerts() {
+			r.cond = s.chartAgentSelector()
+			rules = append(rules, r)
+		}
+	case s.Config.AgentSelector != "":
+		rules = append(rules, s.agentAlerts()...)
 	}
 	return append(rules, Rule{
 		Alert: "PodsloStoreErrors",
@@ -302,6 +309,33 @@ func (s *Spec) healthAlerts() []Rule {
 			"dashboard_url": s.dashboard("podslo-slo-overview", true),
 		},
 	})
+}
+
+func (s *Spec) agentAlerts() []Rule {
+	return []Rule{s.downAlert("PodsloAgentDown", "agent", s.Config.AgentSelector, "podslo-agent"), s.agentDownOnNode()}
+}
+
+// agentDownOnNode fires for each agent target that is down: pods on its
+// node that wait for the agent's readiness gate cannot become Ready. The
+// node label comes from the scrape configuration (Config.AgentSelector).
+// A target that disappears (its pod deleted, or pending without an IP) is
+// not down: kube-state-metrics' DaemonSet alerts and PodsloAgentDown cover
+// that.
+func (s *Spec) agentDownOnNode() Rule {
+	cluster := s.Config.ClusterLabel
+	return Rule{
+		Alert:  "PodsloAgentDownOnNode",
+		Expr:   fmt.Sprintf("up{%s} == 0", s.Config.AgentSelector),
+		For:    "10m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "The podslo agent on node {{ $labels.node }} is down.",
+			"description": fmt.Sprintf("The podslo agent {{ $labels.instance }} on node {{ $labels.node }} in %s {{ $labels.%s }} has been down for 10m. "+
+				"Pods on that node with a podslo readiness gate cannot become Ready, and the gate conditions of its Ready pods no longer follow their probes.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloAgentDownOnNode"),
+			"dashboard_url": s.dashboard("podslo-agent", true),
+		},
+	}
 }
 
 // downAlert fires when no target of a job is up. absent() also covers a

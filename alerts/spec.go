@@ -32,6 +32,9 @@ var ClassLabels = []string{"runtime_class", "storage_class"}
 type Spec struct {
 	Config Config `json:"config"`
 	SLOs   []SLO  `json:"slos"`
+
+	// chart makes the configurable parts template actions (ForChart).
+	chart bool
 }
 
 // Config holds the mixin settings every rule shares.
@@ -39,8 +42,15 @@ type Config struct {
 	// ClusterLabel is kept in every aggregation, so that one Prometheus or
 	// Thanos can evaluate the rules for many clusters.
 	ClusterLabel string `json:"clusterLabel"`
+	// Cluster, when set, is the value of ClusterLabel on every alert: for a
+	// Prometheus whose series carry no cluster label but whose alerts meet
+	// other clusters' in one Alertmanager. It overrides the series' own
+	// label, so leave it empty where they carry one.
+	Cluster string `json:"cluster,omitempty"`
 	// ExporterSelector and AgentSelector are the label matchers, without
-	// braces, of the exporter's and the agent's scrape jobs.
+	// braces, of the exporter's and the agent's scrape jobs. The agent's
+	// targets should carry the node's name as label node (a relabeling of
+	// __meta_kubernetes_pod_node_name) for PodsloAgentDownOnNode to name it.
 	ExporterSelector string `json:"exporterSelector"`
 	// An empty AgentSelector leaves out the agent's alert, for clusters that
 	// run the exporter alone.
@@ -56,6 +66,10 @@ type Config struct {
 
 	sandboxCreationTimeout time.Duration
 }
+
+// AlertLabels are the labels the alerts set themselves; the cluster label
+// must not be one of them.
+var AlertLabels = append([]string{"severity", "long", "short"}, ClassLabels...)
 
 // SLO is one objective. Exactly one of Latency and Success is set.
 type SLO struct {
@@ -83,6 +97,10 @@ type SLO struct {
 	Dashboard string `json:"dashboard"`
 
 	window time.Duration
+	// chart makes the SLO's numbers template actions (ForChart), and
+	// sentinel stands for its objective in the dashboards' JSON numbers.
+	chart    bool
+	sentinel float64
 }
 
 // Latency is an SLI of a histogram: an event is good when it took at most
@@ -153,8 +171,16 @@ func (s *Spec) Validate() error {
 	if !labelName.MatchString(c.ClusterLabel) {
 		add("config.clusterLabel: %q is not a label name", c.ClusterLabel)
 	}
+	if slices.Contains(AlertLabels, c.ClusterLabel) {
+		add("config.clusterLabel: %q is a label the alerts set themselves", c.ClusterLabel)
+	}
 	if c.ExporterSelector == "" {
 		add("config.exporterSelector: must not be empty")
+	}
+	for _, sel := range []struct{ field, matchers string }{{"exporterSelector", c.ExporterSelector}, {"agentSelector", c.AgentSelector}} {
+		if strings.ContainsAny(sel.matchers, "{}\n") {
+			add("config.%s: %q holds a brace or a line break; give the matchers alone, e.g. job=\"podslo-exporter\"", sel.field, sel.matchers)
+		}
 	}
 	if c.RunbookURL == "" {
 		add("config.runbookURL: must not be empty")

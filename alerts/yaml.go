@@ -20,39 +20,61 @@ func (f RuleFile) YAML(header string) []byte {
 		fmt.Fprintln(&b, strings.TrimRight("# "+line, " "))
 	}
 	b.WriteString("groups:\n")
-	for _, g := range f.Groups {
-		fmt.Fprintf(&b, "  - name: %s\n", quote(g.Name))
-		if g.Interval != "" {
-			fmt.Fprintf(&b, "    interval: %s\n", g.Interval)
-		}
-		b.WriteString("    rules:\n")
-		for _, r := range g.Rules {
-			if r.Record != "" {
-				fmt.Fprintf(&b, "      - record: %s\n", r.Record)
-			} else {
-				fmt.Fprintf(&b, "      - alert: %s\n", r.Alert)
-			}
-			b.WriteString("        expr: |-\n")
-			for _, line := range strings.Split(r.Expr, "\n") {
-				fmt.Fprintf(&b, "          %s\n", line)
-			}
-			if r.For != "" {
-				fmt.Fprintf(&b, "        for: %s\n", r.For)
-			}
-			writeMap(&b, "labels", r.Labels)
-			writeMap(&b, "annotations", r.Annotations)
-		}
-	}
+	f.writeGroups(&b, "", false)
 	return b.Bytes()
 }
 
-func writeMap(b *bytes.Buffer, name string, m map[string]string) {
+// writeGroups writes the groups, each line prefixed by indent. For the
+// chart (ForChart) the holes become template actions (HelmTemplate), and
+// every alert carries the cluster label while the chart's cluster value is
+// set.
+func (f RuleFile) writeGroups(b *bytes.Buffer, indent string, chart bool) {
+	raw, quoted := func(s string) string { return s }, quote
+	if chart {
+		raw = func(s string) string { return HelmTemplate(s, false) }
+		quoted = func(s string) string { return HelmTemplate(quote(s), true) }
+	}
+	for _, g := range f.Groups {
+		fmt.Fprintf(b, "%s  - name: %s\n", indent, quoted(g.Name))
+		if g.Interval != "" {
+			fmt.Fprintf(b, "%s    interval: %s\n", indent, g.Interval)
+		}
+		fmt.Fprintf(b, "%s    rules:\n", indent)
+		for _, r := range g.Rules {
+			if r.cond != "" {
+				fmt.Fprintf(b, "{{- if %s }}\n", r.cond)
+			}
+			if r.Record != "" {
+				fmt.Fprintf(b, "%s      - record: %s\n", indent, raw(r.Record))
+			} else {
+				fmt.Fprintf(b, "%s      - alert: %s\n", indent, raw(r.Alert))
+			}
+			fmt.Fprintf(b, "%s        expr: |-\n", indent)
+			for _, line := range strings.Split(r.Expr, "\n") {
+				fmt.Fprintf(b, "%s          %s\n", indent, raw(line))
+			}
+			if r.For != "" {
+				fmt.Fprintf(b, "%s        for: %s\n", indent, r.For)
+			}
+			writeMap(b, indent, "labels", r.Labels, quoted)
+			if chart && r.Alert != "" {
+				fmt.Fprintf(b, "{{- if $m.cluster }}\n%s          {{ $m.clusterLabel }}: {{ $m.cluster | toJson }}\n{{- end }}\n", indent)
+			}
+			writeMap(b, indent, "annotations", r.Annotations, quoted)
+			if r.cond != "" {
+				b.WriteString("{{- end }}\n")
+			}
+		}
+	}
+}
+
+func writeMap(b *bytes.Buffer, indent, name string, m map[string]string, quoted func(string) string) {
 	if len(m) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "        %s:\n", name)
+	fmt.Fprintf(b, "%s        %s:\n", indent, name)
 	for _, k := range slices.Sorted(maps.Keys(m)) {
-		fmt.Fprintf(b, "          %s: %s\n", key(k), quote(m[k]))
+		fmt.Fprintf(b, "%s          %s: %s\n", indent, key(k), quoted(m[k]))
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/grafana/grafana-foundation-sdk/go/cog"
@@ -119,7 +118,7 @@ func (g *generator) sloOverview() *dashboard.DashboardBuilder {
 	cluster := g.spec.Config.ClusterLabel
 	for i := range g.spec.SLOs {
 		slo := &g.spec.SLOs[i]
-		d.WithRow(dashboard.NewRowBuilder(fmt.Sprintf("%s: %s%% %s over %s", slo.Title, formatFloat(slo.Objective), goodPhrase(slo), modelDuration(slo.WindowDuration())))).
+		d.WithRow(dashboard.NewRowBuilder(fmt.Sprintf("%s: %s%% %s over %s", slo.Title, slo.ObjectiveText(), goodPhrase(slo), modelDuration(slo.WindowDuration())))).
 			WithPanel(objectiveStat(slo, panelSize{4, 8}))
 		var burns []query
 		for _, class := range slo.GroupBy {
@@ -212,10 +211,7 @@ func (g *generator) terminationReadiness() *dashboard.DashboardBuilder {
 }
 
 func (g *generator) agent() *dashboard.DashboardBuilder {
-	agent := "{" + g.spec.Config.AgentSelector + ", " + g.spec.Config.ClusterLabel + `=~"$cluster"}`
-	if g.spec.Config.AgentSelector == "" {
-		agent = "{" + g.spec.Config.ClusterLabel + `=~"$cluster"}`
-	}
+	agent := g.spec.AgentSelector(g.spec.Config.ClusterLabel + `=~"$cluster"`)
 	f := g.filter()
 	return g.newDashboard(AgentUID, "podslo / Agent",
 		"The podslo agent's probes and condition writes, and the pod stabilization the exporter derives from them.").
@@ -247,8 +243,3 @@ func (g *generator) agent() *dashboard.DashboardBuilder {
 func modelDuration(d time.Duration) string { return model.Duration(d).String() }
 
 func formatFloat(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
-
-// formatPercent prints a ratio as a percentage without float noise.
-func formatPercent(ratio float64) string {
-	return strings.TrimSuffix(strings.TrimRight(strconv.FormatFloat(ratio*100, 'f', 3, 64), "0"), ".")
-}

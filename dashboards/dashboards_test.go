@@ -241,6 +241,11 @@ var labelValues = regexp.MustCompile(`^label_values\((.*),\s*\w+\)$`)
 // label_values() variable, to Prometheus' own parser: promtool checks them
 // as the expressions of a rule file.
 func TestQueriesParse(t *testing.T) {
+	checkQueriesParse(t, loadDashboards(t))
+}
+
+func checkQueriesParse(t *testing.T, dashboards map[string]dashboardJSON) {
+	t.Helper()
 	var b strings.Builder
 	b.WriteString("groups:\n")
 	n := 0
@@ -249,7 +254,7 @@ func TestQueriesParse(t *testing.T) {
 		fmt.Fprintf(&b, "      - record: dashboard_query_%d\n        expr: %q\n", n, substitute(expr))
 	}
 	names := map[int]string{}
-	for file, d := range loadDashboards(t) {
+	for file, d := range dashboards {
 		fmt.Fprintf(&b, "  - name: %q\n    rules:\n", file)
 		for _, p := range panels(d.Panels) {
 			for _, tg := range p.Targets {

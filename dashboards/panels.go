@@ -82,13 +82,13 @@ func quantiles(title, description, histogram, filter string, size panelSize) *ti
 func withinThreshold(slo *alerts.SLO, filter func(...string) string, size panelSize) *timeseries.PanelBuilder {
 	l := slo.Latency
 	expr := fmt.Sprintf("sum by (runtime_class, storage_class) (rate(%s_bucket%s[$__rate_interval]))\n/\nsum by (runtime_class, storage_class) (rate(%s_count%s[$__rate_interval]))",
-		l.Histogram, filter(alerts.LeMatcher(l.ThresholdDuration().Seconds())), l.Histogram, filter())
-	return timeseriesPanel(fmt.Sprintf("%s within %s", slo.Events, l.Threshold),
-		fmt.Sprintf("Share of %s within %s, the threshold of the %s SLO, per runtime and storage class. The red line is its objective, %v%%.", slo.Events, l.Threshold, slo.Title, slo.Objective),
+		l.Histogram, filter(slo.LeMatcher()), l.Histogram, filter())
+	return timeseriesPanel(fmt.Sprintf("%s within %s", slo.Events, slo.ThresholdText()),
+		fmt.Sprintf("Share of %s within %s, the threshold of the %s SLO, per runtime and storage class. The red line is its objective, %s%%.", slo.Events, slo.ThresholdText(), slo.Title, slo.ObjectiveText()),
 		"percentunit", size, q(expr, "{{runtime_class}} / {{storage_class}}")).
 		Max(1).
 		Thresholds(dashboard.NewThresholdsConfigBuilder().Mode(dashboard.ThresholdsModeAbsolute).Steps([]dashboard.Threshold{
-			{Color: "red"}, {Value: cog.ToPtr(slo.Objective / 100), Color: "transparent"},
+			{Color: "red"}, {Value: cog.ToPtr(slo.ObjectiveValue()), Color: "transparent"},
 		})).
 		ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeDashed))
 }
@@ -126,11 +126,10 @@ func sloTable(spec *alerts.Spec, slo *alerts.SLO, class string, size panelSize) 
 		return fmt.Sprintf(`%s:podslo_%s_errors:ratio_rate%s{%s=~"$cluster", %s=~"$%s"}`, spec.Level(class), slo.Name, w, spec.Config.ClusterLabel, class, class)
 	}
 	period := modelDuration(window)
-	budget := slo.ErrorBudget()
 	attainment, remaining, burn := period+" attainment", "Error budget left", "Burn rate (1h)"
 	p := table.NewPanelBuilder().Title(fmt.Sprintf("%s per %s", slo.Title, class)).
 		Description(fmt.Sprintf("Per %s: the share of good %s over the last %s, the share of the %s error budget (%s%%) not yet spent, and how many times faster than sustainable the last hour spent it.",
-			class, slo.Events, period, period, formatPercent(budget))).
+			class, slo.Events, period, period, slo.ErrorBudgetPercent())).
 		Unit("percentunit").Datasource(datasource).Span(size.w).Height(size.h).
 		WithTarget(instant("1 - "+ratio(period), "").build(0, prometheus.PromQueryFormatTable)).
 		WithTarget(instant(fmt.Sprintf("1 - %s / %s", ratio(period), slo.ErrorBudgetExpr()), "").build(1, prometheus.PromQueryFormatTable)).
@@ -145,7 +144,7 @@ func sloTable(spec *alerts.Spec, slo *alerts.SLO, class string, size panelSize) 
 		})).
 		OverrideByName(attainment, []dashboard.DynamicConfigValue{
 			{Id: "thresholds", Value: dashboard.ThresholdsConfig{Mode: dashboard.ThresholdsModeAbsolute, Steps: []dashboard.Threshold{
-				{Color: "red"}, {Value: cog.ToPtr(slo.Objective / 100), Color: "green"}}}},
+				{Color: "red"}, {Value: cog.ToPtr(slo.ObjectiveValue()), Color: "green"}}}},
 			{Id: "custom.cellOptions", Value: map[string]string{"type": "color-text"}},
 		}).
 		OverrideByName(remaining, []dashboard.DynamicConfigValue{{Id: "custom.cellOptions", Value: map[string]string{"type": "color-text"}}}).
@@ -175,7 +174,7 @@ func burnThresholds(slo *alerts.SLO) dashboard.ThresholdsConfig {
 func objectiveStat(slo *alerts.SLO, size panelSize) *stat.PanelBuilder {
 	return stat.NewPanelBuilder().Title("Objective").
 		Description(fmt.Sprintf("The %s SLO of alerts/slos.yaml: %s%% of %s %s over %s, per runtime class and per storage class.",
-			slo.Title, formatFloat(slo.Objective), slo.Events, goodPhrase(slo), modelDuration(slo.WindowDuration()))).
+			slo.Title, slo.ObjectiveText(), slo.Events, goodPhrase(slo), modelDuration(slo.WindowDuration()))).
 		Unit("percentunit").Decimals(2).Datasource(datasource).Span(size.w).Height(size.h).
 		ColorMode(common.BigValueColorModeNone).GraphMode(common.BigValueGraphModeNone).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
@@ -184,7 +183,7 @@ func objectiveStat(slo *alerts.SLO, size panelSize) *stat.PanelBuilder {
 
 func goodPhrase(slo *alerts.SLO) string {
 	if slo.Latency != nil {
-		return "within " + slo.Latency.Threshold
+		return "within " + slo.ThresholdText()
 	}
 	return "not " + slo.Success.Failure
 }

@@ -1,4 +1,5 @@
-// Command gen writes the Grafana dashboards of an SLO specification.
+// Command gen writes the Grafana dashboards of an SLO specification, and
+// with -chart the Helm chart's dashboard ConfigMaps.
 package main
 
 import (
@@ -14,14 +15,15 @@ import (
 func main() {
 	specPath := flag.String("spec", "../alerts/slos.yaml", "SLO specification")
 	out := flag.String("out", "dashboards_out", "directory to write the dashboards to")
+	chart := flag.String("chart", "", "Helm chart whose templates/dashboards.yaml to write; empty: none")
 	flag.Parse()
-	if err := run(*specPath, *out); err != nil {
+	if err := run(*specPath, *out, *chart); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
 		os.Exit(1)
 	}
 }
 
-func run(specPath, out string) error {
+func run(specPath, out, chart string) error {
 	spec, err := alerts.Load(specPath)
 	if err != nil {
 		return err
@@ -50,5 +52,12 @@ func run(specPath, out string) error {
 			return err
 		}
 	}
-	return nil
+	if chart == "" {
+		return nil
+	}
+	tmpl, err := dashboards.ChartTemplate(spec, filepath.Base(specPath))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(chart, "templates", "dashboards.yaml"), tmpl, 0o644)
 }

@@ -1,0 +1,124 @@
+package alerts
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+)
+
+// The numbers the rules and dashboards print from an SLO's objective are
+// computed the way the chart computes them at install time (Helm's sprig:
+// subf, mulf and divf in exact decimals, round), and printed the way a Helm
+// template prints a float, so that the chart's defaults render exactly the
+// committed rule files. Exact decimals also keep float noise out of them:
+// 100 - 99.9 is 0.1, not 0.09999999999999432.
+
+// decimal is f as sprig reads it: the shortest decimal that reads back as f.
+func decimal(f float64) *big.Rat {
+	r, ok := new(big.Rat).SetString(strconv.FormatFloat(f, 'g', -1, 64))
+	if !ok {
+		panic(fmt.Sprintf("not a finite number: %v", f))
+	}
+	return r
+}
+
+func nearest(r *big.Rat) float64 {
+	f, _ := r.Float64()
+	return f
+}
+
+// subf, mulf and quo100 are sprig's subf, mulf and divf by 100.
+func subf(a, b float64) float64 { return nearest(new(big.Rat).Sub(decimal(a), decimal(b))) }
+func mulf(a, b float64) float64 { return nearest(new(big.Rat).Mul(decimal(a), decimal(b))) }
+func quo100(a float64) float64  { return nearest(new(big.Rat).Quo(decimal(a), big.NewRat(100, 1))) }
+
+// round3 is sprig's round to 3 places: half rounds up.
+func round3(f float64) float64 {
+	digit := 1000 * f
+	if _, frac := math.Modf(digit); frac >= 0.5 {
+		return math.Ceil(digit) / 1000
+	}
+	return math.Floor(digit) / 1000
+}
+
+// printNumber prints f as a Helm template prints a float64.
+func printNumber(f float64) string { return fmt.Sprint(f) }
+
+// slosKey is where the chart keeps an SLO's values, checked and derived by
+// podslo.monitoring (templates/_monitoring.tpl).
+func (slo *SLO) slosKey(field string) string { return "$m.slos." + slo.Name + "." + field }
+
+// ObjectiveText is the objective as a percentage, e.g. 99.
+func (slo *SLO) ObjectiveText() string {
+	if slo.chart {
+		return safeHole(slo.slosKey("objective"))
+	}
+	return printNumber(slo.Objective)
+}
+
+// ObjectiveRatio is the objective as a ratio for PromQL, e.g. 0.99.
+func (slo *SLO) ObjectiveRatio() string {
+	if slo.chart {
+		return safeHole(slo.slosKey("objectiveRatio"))
+	}
+	return printNumber(quo100(slo.Objective))
+}
+
+// ObjectiveValue is the objective as a ratio, for the dashboards' JSON
+// numbers. For the chart it is a sentinel, negative as no threshold is,
+// that the dashboards replace with ObjectiveRatio.
+func (slo *SLO) ObjectiveValue() float64 {
+	if slo.chart {
+		return slo.sentinel
+	}
+	return quo100(slo.Objective)
+}
+
+// ErrorBudgetExpr is the error budget in PromQL, "(1 - 0.99)": printed as
+// a float, 1 - 0.99 would be 0.010000000000000009.
+func (slo *SLO) ErrorBudgetExpr() string { return "(1 - " + slo.ObjectiveRatio() + ")" }
+
+// ErrorBudgetPercent is the share of bad events the objective allows, as a
+// percentage: 1 for 99.
+func (slo *SLO) ErrorBudgetPercent() string {
+	if slo.chart {
+		return safeHole(slo.slosKey("errorBudgetPercent"))
+	}
+	return printNumber(round3(subf(100, slo.Objective)))
+}
+
+// BurnPercent is the error ratio, as a percentage, at which the alert of
+// window w fires: 14.4 for 1h at 99% over 30d.
+func (slo *SLO) BurnPercent(w BurnWindow) string {
+	if slo.chart {
+		return safeHole(slo.slosKey(burnPercentKey(w)))
+	}
+	return printNumber(round3(mulf(w.Factor(slo.window), subf(100, slo.Objective))))
+}
+
+func burnPercentKey(w BurnWindow) string { return "burnPercent" + modelDuration(w.Long) }
+
+// MinEventsText is MinEvents.
+func (slo *SLO) MinEventsText() string {
+	if slo.chart {
+		return safeHole(slo.slosKey("minEvents"))
+	}
+	return strconv.Itoa(slo.MinEvents)
+}
+
+// ThresholdText is a latency SLO's threshold as written, e.g. 5s.
+func (slo *SLO) ThresholdText() string {
+	if slo.chart {
+		return safeHole(slo.slosKey("threshold"))
+	}
+	return slo.Latency.Threshold
+}
+
+// LeMatcher matches the bucket of a latency SLO's threshold.
+func (slo *SLO) LeMatcher() string {
+	if slo.chart {
+		return textHole(slo.slosKey("le"))
+	}
+	return LeMatcher(slo.Latency.threshold.Seconds())
+}
