@@ -20,6 +20,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	fs := cmd.Flags()
 	addCommonFlags(fs)
 	fs.String("listen-address", exporter.DefaultListenAddress, "Address serving the landing page on /, /api/v1/classes, /metrics, /healthz and /readyz")
+	addWebConfigFlag(fs)
 	fs.String("dashboards-url", exporter.DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
 	fs.String("state-dir", exporter.DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
 	fs.Bool("per-pod-metrics", true, "Export per-pod series")
@@ -44,6 +45,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 		opts := &exporter.Options{
 			Kubeconfig:             c.v.GetString("kubeconfig"),
 			ListenAddress:          c.v.GetString("listen-address"),
+			WebConfigFile:          c.v.GetString("web.config.file"),
 			DashboardsURL:          c.v.GetString("dashboards-url"),
 			StateDir:               c.v.GetString("state-dir"),
 			PerPodMetrics:          &perPod,

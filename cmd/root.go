@@ -48,7 +48,9 @@ type config struct {
 func bindConfig(cmd *cobra.Command) (*config, error) {
 	v := viper.New()
 	v.SetEnvPrefix("PODSLO")
-	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_"))
+	// --web.config.file, named as in node_exporter and kube-state-metrics,
+	// is PODSLO_WEB_CONFIG_FILE.
+	v.SetEnvKeyReplacer(strings.NewReplacer("-", "_", ".", "_"))
 	v.AutomaticEnv()
 	if err := v.BindPFlags(cmd.Flags()); err != nil {
 		return nil, fmt.Errorf("bind flags: %w", err)
@@ -83,6 +85,12 @@ func addCommonFlags(fs *pflag.FlagSet) {
 	fs.String("kubeconfig", "", "Path of a kubeconfig file (default: in-cluster configuration)")
 	fs.String("log-level", "info", "Log level: debug, info, warn or error")
 	fs.String("log-format", "text", "Log format: text or json")
+}
+
+// addWebConfigFlag binds --web.config.file beside --listen-address, under the
+// name node_exporter and kube-state-metrics give it.
+func addWebConfigFlag(fs *pflag.FlagSet) {
+	fs.String("web.config.file", "", "exporter-toolkit web config file (TLS, basic auth), as for node_exporter; it guards every path of --listen-address, /healthz and /readyz included, so probe over TCP, or over HTTPS without basic auth. Read again on each connection and request. Empty: plain HTTP")
 }
 
 // logger builds the slog logger and sends klog's output (client-go's) to it.
