@@ -58,12 +58,15 @@ func (o *Options) Start(ctx context.Context) error {
 		return err
 	}
 	handler := serve.Mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorLog: promLogger{o}}), ctrl.synced.Load)
-	log.Info("Serving metrics", "address", lis.Addr().String(), "node", o.NodeName, "stableConditionType", o.StableConditionType,
+	tls, basicAuth, _ := serve.WebSecurity(o.WebConfigFile) // validated above
+	log.Info("Serving metrics", "address", lis.Addr().String(), "tls", tls, "basicAuth", basicAuth, "node", o.NodeName, "stableConditionType", o.StableConditionType,
 		"probeConditionType", o.ProbeConditionType, "minProbePeriod", o.MinProbePeriod, "maxProbeWorkers", o.MaxProbeWorkers)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return ctrl.run(gctx) })
-	g.Go(func() error { return serve.Serve(gctx, lis, handler, o.ShutdownTimeout) })
+	g.Go(func() error {
+		return serve.Serve(gctx, lis, handler, o.WebConfigFile, o.ShutdownTimeout, log.With("component", "web"))
+	})
 	err = g.Wait()
 	log.Info("Agent stopped", "err", err)
 	return err

@@ -27,6 +27,22 @@ import (
 // returns the base URL of its HTTP server, once /readyz says ready.
 func startAgent(t testing.TB, opts Options) string {
 	t.Helper()
+	url := "http://" + runAgent(t, opts)
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, 60*time.Second, 20*time.Millisecond, "agent never became ready")
+	return url
+}
+
+// runAgent runs the agent in this process until the test ends and returns
+// the address it listens on.
+func runAgent(t testing.TB, opts Options) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	opts.listener = lis
@@ -45,16 +61,7 @@ func startAgent(t testing.TB, opts Options) string {
 			t.Error("agent did not stop within 30s of cancel")
 		}
 	})
-	url := "http://" + lis.Addr().String()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 20*time.Millisecond, "agent never became ready")
-	return url
+	return lis.Addr().String()
 }
 
 // testWriter sends logs to t.Log, so that they show only for failing tests.

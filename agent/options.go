@@ -13,6 +13,7 @@ import (
 
 	"github.com/podslo/podslo/agent/probe"
 	"github.com/podslo/podslo/conditions"
+	"github.com/podslo/podslo/internal/serve"
 )
 
 // Defaults of Options.
@@ -55,6 +56,10 @@ type Options struct {
 	// ListenAddress serves /metrics, /healthz and /readyz. Default
 	// DefaultListenAddress.
 	ListenAddress string
+	// WebConfigFile is an exporter-toolkit web config that turns on TLS
+	// and basic auth for every path on ListenAddress, probes included.
+	// Default none: plain HTTP without authentication.
+	WebConfigFile string
 	// StableConditionType is the type of the Stable condition; it needs a
 	// domain prefix. Default DefaultStableConditionType.
 	StableConditionType string
@@ -116,6 +121,9 @@ func (o *Options) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
+	}
+	if _, _, err := serve.WebSecurity(o.WebConfigFile); err != nil {
+		errs = append(errs, fmt.Errorf("--web.config.file %q: %w", o.WebConfigFile, err))
 	}
 	if o.StableConditionType != "" {
 		if _, err := conditions.NewOwner(o.StableConditionType); err != nil {

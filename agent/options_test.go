@@ -74,6 +74,11 @@ func TestValidate(t *testing.T) {
 			want: "--min-probe-period must not be negative, got -1ms\n--max-probe-workers must not be negative, got -1",
 		},
 		{
+			name: "missing web config",
+			opts: Options{NodeName: "node-a", WebConfigFile: "/nonexistent/web-config.yml"},
+			want: `--web.config.file "/nonexistent/web-config.yml": open /nonexistent/web-config.yml: no such file or directory`,
+		},
+		{
 			name: "everything wrong at once",
 			opts: Options{ListenAddress: "nowhere", StableConditionType: "Stable", ShutdownTimeout: -time.Second},
 			want: "--node-name is required: set it, or the NODE_NAME environment variable (a DaemonSet sets it from spec.nodeName)\n" +

@@ -25,6 +25,7 @@ func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options)
 	addCommonFlags(fs)
 	fs.String("node-name", "", "Node whose pods the agent watches and writes (default $NODE_NAME)")
 	fs.String("listen-address", agent.DefaultListenAddress, "Address serving /metrics, /healthz and /readyz")
+	addWebConfigFlag(fs)
 	fs.String("stable-condition-type", agent.DefaultStableConditionType, "Type of the condition set once a pod has been Ready for minReadySeconds without a container restart")
 	fs.String("probe-condition-type", agent.DefaultProbeConditionType, "Type of the readiness gate condition written from the probe in a pod's "+probe.Annotation+" annotation")
 	fs.Duration("min-probe-period", agent.DefaultMinProbePeriod, "Shortest period and timeout a readiness probe may ask for")
@@ -49,6 +50,7 @@ func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options)
 			NodeName:            node,
 			Kubeconfig:          c.str("kubeconfig"),
 			ListenAddress:       c.str("listen-address"),
+			WebConfigFile:       c.str("web.config.file"),
 			StableConditionType: c.str("stable-condition-type"),
 			ProbeConditionType:  c.str("probe-condition-type"),
 			MinProbePeriod:      c.duration("min-probe-period"),

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/podslo/podslo/agent"
 	"github.com/podslo/podslo/exporter"
 )
 
@@ -48,6 +49,7 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, time.Hour, o.MaxObservationAge)
 	assert.Equal(t, []string{"PodReadyToStartContainers", "PodHasNetwork"}, o.SandboxConditionTypes)
 	assert.Empty(t, o.Kubeconfig)
+	assert.Empty(t, o.WebConfigFile, "plain HTTP unless a web config is given")
 }
 
 func TestConfigFile(t *testing.T) {
@@ -75,6 +77,57 @@ func TestPrecedence(t *testing.T) {
 	assert.Equal(t, []string{"app", "tier"}, o.PodLabels, "env lists are comma-separated")
 	assert.True(t, *o.PerPodMetrics, "env beats file")
 	assert.Equal(t, 30*time.Minute, o.MaxObservationAge, "file")
+}
+
+// parseAgent runs `podslo agent args...` and returns the agent options it
+// would start with.
+func parseAgent(t *testing.T, args ...string) (*agent.Options, error) {
+	t.Helper()
+	var got *agent.Options
+	cmd := newAgentCommand(&bytes.Buffer{}, func(_ context.Context, o *agent.Options) error {
+		got = o
+		return errNotRun
+	})
+	cmd.SetArgs(args)
+	cmd.SetOut(&bytes.Buffer{})
+	err := cmd.ExecuteContext(context.Background())
+	if errors.Is(err, errNotRun) {
+		err = nil
+	}
+	return got, err
+}
+
+// TestWebConfigFile: --web.config.file, PODSLO_WEB_CONFIG_FILE and the key
+// web.config.file of --config all reach both components.
+func TestWebConfigFile(t *testing.T) {
+	const path = "testdata/web-config.yml"
+	cfg := filepath.Join(t.TempDir(), "podslo.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("web.config.file: "+path+"\n"), 0o600))
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  string
+	}{
+		{name: "flag", args: []string{"--web.config.file", path}},
+		{name: "environment", env: path},
+		{name: "config file", args: []string{"--config", cfg}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv("PODSLO_WEB_CONFIG_FILE", tc.env)
+			}
+			o, err := parse(t, append([]string{"exporter"}, tc.args...)...)
+			require.NoError(t, err)
+			assert.Equal(t, path, o.WebConfigFile, "exporter")
+			a, err := parseAgent(t, append([]string{"--node-name", "node-a"}, tc.args...)...)
+			require.NoError(t, err)
+			assert.Equal(t, path, a.WebConfigFile, "agent")
+		})
+	}
+	t.Run("agent refuses a malformed web config", func(t *testing.T) {
+		_, err := parseAgent(t, "--node-name", "node-a", "--web.config.file", "testdata/web-config-typo.yml")
+		assert.EqualError(t, err, "--web.config.file \"testdata/web-config-typo.yml\": yaml: unmarshal errors:\n  line 1: field tls_config not found in type web.Config")
+	})
 }
 
 func TestDashboardsURL(t *testing.T) {

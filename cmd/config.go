@@ -40,12 +40,14 @@ func bindConfig(cmd *cobra.Command) (*config, error) {
 			return nil, fmt.Errorf("read --config %q: %w", path, err)
 		}
 		var unknown []string
-		for k, val := range v.AllSettings() {
+		// AllKeys flattens nested maps into dotted keys, which is what
+		// web.config.file is.
+		for _, k := range v.AllKeys() {
 			if k == "config" || c.flags.Lookup(k) == nil {
 				unknown = append(unknown, k)
 				continue
 			}
-			c.file[k] = val
+			c.file[k] = v.Get(k)
 		}
 		if len(unknown) > 0 {
 			sort.Strings(unknown)

@@ -22,6 +22,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	fs := cmd.Flags()
 	addCommonFlags(fs)
 	fs.String("listen-address", exporter.DefaultListenAddress, "Address serving the landing page on /, /api/v1/classes, /metrics, /healthz and /readyz")
+	addWebConfigFlag(fs)
 	fs.String("dashboards-url", exporter.DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
 	fs.String("state-dir", exporter.DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
 	fs.String("state-min-free", "64Mi", "Free space the state filesystem must keep for a state write to go ahead (a quantity, e.g. 64Mi); below it writes wait and podslo_store_writable is 0")
@@ -47,6 +48,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 		opts := &exporter.Options{
 			Kubeconfig:             c.str("kubeconfig"),
 			ListenAddress:          c.str("listen-address"),
+			WebConfigFile:          c.str("web.config.file"),
 			DashboardsURL:          c.str("dashboards-url"),
 			StateDir:               c.str("state-dir"),
 			StateMinFree:           c.quantity("state-min-free"),

@@ -44,6 +44,12 @@ func addCommonFlags(fs *pflag.FlagSet) {
 	fs.String("log-format", "text", "Log format: text or json")
 }
 
+// addWebConfigFlag binds --web.config.file beside --listen-address, under the
+// name node_exporter and kube-state-metrics give it.
+func addWebConfigFlag(fs *pflag.FlagSet) {
+	fs.String("web.config.file", "", "exporter-toolkit web config file (TLS, basic auth), as for node_exporter; it guards every path of --listen-address, /healthz and /readyz included, so probe over TCP, or over HTTPS without basic auth. Read again on each connection and request. Empty: plain HTTP")
+}
+
 // logger builds the slog logger and sends klog's output (client-go's) to it.
 func (c *config) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level

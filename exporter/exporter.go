@@ -100,12 +100,15 @@ func (o *Options) Start(ctx context.Context) error {
 		log:        log,
 	}
 	page.register(handler)
-	log.Info("Serving metrics", "address", lis.Addr().String())
+	tls, basicAuth, _ := serve.WebSecurity(o.WebConfigFile) // validated above
+	log.Info("Serving metrics", "address", lis.Addr().String(), "tls", tls, "basicAuth", basicAuth)
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return st.Start(gctx) })
 	g.Go(func() error { return watcher.Start(gctx) })
-	g.Go(func() error { return serve.Serve(gctx, lis, handler, o.ShutdownTimeout) })
+	g.Go(func() error {
+		return serve.Serve(gctx, lis, handler, o.WebConfigFile, o.ShutdownTimeout, log.With("component", "web"))
+	})
 	err = g.Wait()
 	log.Info("Exporter stopped", "err", err)
 	return err

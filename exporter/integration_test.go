@@ -137,8 +137,18 @@ func fixtures(t *testing.T, c kubernetes.Interface, ns string) {
 	}
 }
 
-// startExporter runs the exporter in this process until the test ends.
+// startExporter runs the exporter in this process until the test ends,
+// and returns its URL once /readyz says ready.
 func startExporter(t *testing.T, opts Options) string {
+	t.Helper()
+	url := "http://" + runExporter(t, opts)
+	waitReady(t, url)
+	return url
+}
+
+// runExporter runs the exporter in this process until the test ends, and
+// returns the address it listens on.
+func runExporter(t *testing.T, opts Options) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
@@ -156,9 +166,7 @@ func startExporter(t *testing.T, opts Options) string {
 			t.Error("exporter did not stop within 30s of cancel")
 		}
 	})
-	url := "http://" + lis.Addr().String()
-	waitReady(t, url)
-	return url
+	return lis.Addr().String()
 }
 
 func waitReady(t *testing.T, url string) {

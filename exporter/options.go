@@ -14,6 +14,7 @@ import (
 
 	"github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/store"
 )
@@ -36,6 +37,10 @@ type Options struct {
 	// ListenAddress serves the landing page on /, /api/v1/classes,
 	// /metrics, /healthz and /readyz. Default DefaultListenAddress.
 	ListenAddress string
+	// WebConfigFile is an exporter-toolkit web config that turns on TLS
+	// and basic auth for every path on ListenAddress, probes included.
+	// Default none: plain HTTP without authentication.
+	WebConfigFile string
 	// DashboardsURL is where the landing page links to the dashboards, such
 	// as the Grafana folder they were imported into. Default
 	// DefaultDashboardsURL.
@@ -129,6 +134,9 @@ func (o *Options) Validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
+	}
+	if _, _, err := serve.WebSecurity(o.WebConfigFile); err != nil {
+		errs = append(errs, fmt.Errorf("--web.config.file %q: %w", o.WebConfigFile, err))
 	}
 	if o.DashboardsURL != "" {
 		// A relative URL is fine (a Grafana behind the same host); another

@@ -1,15 +1,21 @@
 // Package serve is the plumbing podslo's components share: an API client
 // configuration that speaks protobuf, and the /metrics, /healthz and /readyz
-// endpoints.
+// endpoints, served with TLS and basic auth when a web config asks for them.
 package serve
 
 import (
 	"context"
 	"fmt"
+	stdlog "log"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"strings"
 	"time"
 
+	"github.com/prometheus/exporter-toolkit/web"
+	"go.yaml.in/yaml/v2"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -65,13 +71,48 @@ func Listen(lis net.Listener, addr string) (net.Listener, error) {
 	return lis, nil
 }
 
+// WebSecurity validates the exporter-toolkit web config at path as the
+// server will load it (the YAML, the users' bcrypt hashes, the certificate
+// and key files), so that a mistake stops the process at start rather than
+// failing every scrape. It reports whether the config turns on TLS and
+// basic auth; the empty path turns on neither.
+func WebSecurity(path string) (tls, basicAuth bool, err error) {
+	if path == "" {
+		return false, false, nil
+	}
+	if err := web.Validate(path); err != nil {
+		return false, false, err
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return false, false, err
+	}
+	var c web.Config
+	if err := yaml.Unmarshal(raw, &c); err != nil {
+		return false, false, err
+	}
+	return c.TLSConfig.IsEnabled(), len(c.Users) > 0, nil
+}
+
 // Serve serves h on lis until ctx ends, then shuts the server down
 // gracefully within shutdownTimeout. It returns early with the error if
 // serving fails.
-func Serve(ctx context.Context, lis net.Listener, h http.Handler, shutdownTimeout time.Duration) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+//
+// It serves through exporter-toolkit, like node_exporter and
+// kube-state-metrics: webConfigFile, when not empty, turns on TLS and basic
+// auth for every path, /healthz and /readyz included, and is read again
+// for each connection and request, so that renewed certificates and changed
+// users apply without a restart.
+func Serve(ctx context.Context, lis net.Listener, h http.Handler, webConfigFile string, shutdownTimeout time.Duration, log *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: stdlog.New(httpErrorLog{log}, "", 0)}
+	systemdSocket := false
+	flags := &web.FlagConfig{
+		WebListenAddresses: &[]string{lis.Addr().String()},
+		WebSystemdSocket:   &systemdSocket,
+		WebConfigFile:      &webConfigFile,
+	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
+	go func() { served <- web.Serve(lis, srv, flags, log) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("serve on %s: %w", lis.Addr(), err)
@@ -85,4 +126,19 @@ func Serve(ctx context.Context, lis net.Listener, h http.Handler, shutdownTimeou
 	}
 	<-served // http.ErrServerClosed, once Serve has returned
 	return nil
+}
+
+// httpErrorLog sends net/http's own messages to the logger. Failed TLS
+// handshakes go to debug: every TCP probe and every plain-HTTP client on a
+// TLS port causes one. The rest, such as a handler's panic, are errors.
+type httpErrorLog struct{ log *slog.Logger }
+
+func (l httpErrorLog) Write(p []byte) (int, error) {
+	msg := strings.TrimSuffix(string(p), "\n")
+	if strings.HasPrefix(msg, "http: TLS handshake error") {
+		l.log.Debug("TLS handshake failed", "err", msg)
+	} else {
+		l.log.Error("HTTP server failed", "err", msg)
+	}
+	return len(p), nil
 }
