@@ -14,6 +14,7 @@ import (
 	"github.com/podslo/podslo/informers"
 	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/pipeline"
 	"github.com/podslo/podslo/store"
 )
 
@@ -55,19 +56,37 @@ func (o *Options) Start(ctx context.Context) error {
 		labels.Histogram = append(labels.Histogram, h.Name)
 	}
 	events := podslocollectors.NewInformerEvents()
-	watcher, err := informers.New(client, st, informers.Options{
+	pipe, err := pipeline.New(st, pipeline.Options{
 		Lifecycle: lifecycle.Config{
 			SandboxConditionTypes:  o.conditionTypes(),
 			MaxObservationAge:      o.MaxObservationAge,
 			SandboxCreationTimeout: o.SandboxCreationTimeout,
 			StableConditionType:    corev1.PodConditionType(o.StableConditionType),
 		},
-		UserErrorEventRegex:  o.UserErrorEventRegex,
 		TimeoutCheckInterval: o.timeoutCheckInterval,
 		PodLabels:            o.PodLabels,
 		HistogramLabels:      histogramLabels,
-		OnEvent:              func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
-		Logger:               log.With("component", "informers"),
+		Logger:               log.With("component", "pipeline"),
+	})
+	if err != nil {
+		return err
+	}
+	keepLabels, keepAnnotations := append([]string(nil), o.PodLabels...), []string(nil)
+	for _, h := range histogramLabels {
+		if h.Source == pipeline.FromLabel {
+			keepLabels = append(keepLabels, h.Key)
+		} else {
+			keepAnnotations = append(keepAnnotations, h.Key)
+		}
+	}
+	watcher, err := informers.New(client, pipe, informers.Options{
+		SandboxConditionTypes: o.conditionTypes(),
+		StableConditionType:   corev1.PodConditionType(o.StableConditionType),
+		PodLabels:             keepLabels,
+		PodAnnotations:        keepAnnotations,
+		UserErrorEventRegex:   o.UserErrorEventRegex,
+		OnEvent:               func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
+		Logger:                log.With("component", "informers"),
 	})
 	if err != nil {
 		return err
@@ -91,10 +110,10 @@ func (o *Options) Start(ctx context.Context) error {
 	if *o.PerPodMetrics {
 		perPod = podslocollectors.NewPerPod(st, labels)
 	}
-	handler := serve.Mux(podslocollectors.Handler(reg, perPod, log), watcher.Synced)
+	handler := serve.Mux(podslocollectors.Handler(reg, perPod, log), pipe.Ready)
 	page := &landing{
 		table:      func() podslocollectors.Table { return podslocollectors.ClassTable(st, labels) },
-		ready:      watcher.Synced,
+		ready:      pipe.Ready,
 		version:    podslocollectors.Version(),
 		dashboards: o.DashboardsURL,
 		log:        log,
@@ -106,6 +125,7 @@ func (o *Options) Start(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return st.Start(gctx) })
 	g.Go(func() error { return watcher.Start(gctx) })
+	g.Go(func() error { return pipe.Start(gctx) })
 	g.Go(func() error {
 		return serve.Serve(gctx, lis, handler, o.WebConfigFile, o.ShutdownTimeout, log.With("component", "web"))
 	})

@@ -16,6 +16,7 @@ import (
 	"github.com/podslo/podslo/informers"
 	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/pipeline"
 	"github.com/podslo/podslo/store"
 )
 
@@ -184,8 +185,8 @@ func (o *Options) Validate() error {
 	if err != nil {
 		errs = append(errs, err)
 	} else {
-		iopts := informers.Options{HistogramLabels: hl}
-		if err := iopts.Validate(); err != nil {
+		popts := pipeline.Options{HistogramLabels: hl}
+		if err := popts.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("--histogram-label: %w", err))
 		}
 	}
@@ -202,15 +203,15 @@ func (o *Options) Validate() error {
 }
 
 // ParseHistogramLabels parses NAME=label:KEY and NAME=annotation:KEY.
-func ParseHistogramLabels(specs []string) ([]informers.HistogramLabel, error) {
-	out := make([]informers.HistogramLabel, 0, len(specs))
+func ParseHistogramLabels(specs []string) ([]pipeline.HistogramLabel, error) {
+	out := make([]pipeline.HistogramLabel, 0, len(specs))
 	for _, s := range specs {
 		name, src, ok := strings.Cut(s, "=")
 		source, key, ok2 := strings.Cut(src, ":")
 		if !ok || !ok2 || name == "" || key == "" {
 			return nil, fmt.Errorf("--histogram-label %q: want NAME=label:KEY or NAME=annotation:KEY", s)
 		}
-		out = append(out, informers.HistogramLabel{Name: name, Source: informers.Source(source), Key: key})
+		out = append(out, pipeline.HistogramLabel{Name: name, Source: pipeline.Source(source), Key: key})
 	}
 	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/pipeline"
 	"github.com/podslo/podslo/store"
 )
 
@@ -65,17 +66,32 @@ func benchPod(i int) *corev1.Pod {
 	}
 }
 
-func benchWatcher(b testing.TB, st *store.Store) *Watcher {
+// benchWatcher is a watch handing pods to a pipeline over st, as in the
+// exporter.
+func benchWatcher(b testing.TB, st *store.Store) (*Watcher, *pipeline.Pipeline) {
 	b.Helper()
-	w, err := New(fake.NewClientset(), st, Options{
+	p, err := pipeline.New(st, pipeline.Options{
 		PodLabels: []string{"app.kubernetes.io/name"},
 		Now:       func() time.Time { return benchNow },
 	})
 	if err != nil {
 		b.Fatal(err)
 	}
+	w, err := New(fake.NewClientset(), p, Options{PodLabels: []string{"app.kubernetes.io/name"}})
+	if err != nil {
+		b.Fatal(err)
+	}
 	w.classes = *resolver(b)
-	return w
+	return w, p
+}
+
+// delivered is full as the watch hands it on: trimmed, classes resolved.
+func (w *Watcher) delivered(full *corev1.Pod) *lifecycle.Pod {
+	t, _ := w.trim.transform(full)
+	pod := t.(*lifecycle.Pod)
+	pod.RuntimeClass = RuntimeClass(pod)
+	pod.StorageClass = w.classes.StorageClass(pod)
+	return pod
 }
 
 func openBench(b testing.TB, dir string) *store.Store {
@@ -92,16 +108,16 @@ func openBench(b testing.TB, dir string) *store.Store {
 // status heartbeat) that changes no SLI state and must write nothing.
 func BenchmarkHandleNoChange(b *testing.B) {
 	st := openBench(b, b.TempDir())
-	w := benchWatcher(b, st)
-	pod, _ := w.trim.transform(benchPod(0))
-	if err := w.Handle(pod.(*lifecycle.Pod)); err != nil {
+	w, p := benchWatcher(b, st)
+	pod := w.delivered(benchPod(0))
+	if err := p.Handle(pod); err != nil {
 		b.Fatal(err)
 	}
 	applies := st.Stats().Succeeded(store.OpApply)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		if err := w.Handle(pod.(*lifecycle.Pod)); err != nil {
+		if err := p.Handle(pod); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -150,24 +166,22 @@ func BenchmarkHandleTransition(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			st := openBench(b, b.TempDir())
-			w := benchWatcher(b, st)
+			w, pl := benchWatcher(b, st)
 			pods := make([]*lifecycle.Pod, b.N)
 			for i := range pods {
 				full := benchPod(i)
 				if tc.from != "" {
-					before, _ := w.trim.transform(atStage(full, tc.from))
-					if err := w.Handle(before.(*lifecycle.Pod)); err != nil {
+					if err := pl.Handle(w.delivered(atStage(full, tc.from))); err != nil {
 						b.Fatal(err)
 					}
 				}
-				after, _ := w.trim.transform(atStage(full, tc.to))
-				pods[i] = after.(*lifecycle.Pod)
+				pods[i] = w.delivered(atStage(full, tc.to))
 			}
 			applies := st.Stats().Succeeded(store.OpApply)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for _, p := range pods {
-				if err := w.Handle(p); err != nil {
+				if err := pl.Handle(p); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -192,15 +206,15 @@ func BenchmarkMemoryPerPod(b *testing.B) {
 			for range b.N {
 				dir := b.TempDir()
 				st := openBench(b, dir)
-				w := benchWatcher(b, st)
+				w, _ := benchWatcher(b, st)
 				keys := newPodKeys()
 				before := heapInUse()
 				for i := range n {
 					p, _ := w.trim.transform(benchPod(i))
 					w.processPodDelta(keys, cache.Delta{Type: cache.Added, Object: p})
 				}
-				if len(w.failed) > 0 {
-					b.Fatalf("%d pods failed", len(w.failed))
+				if n := st.Stats().Failed(store.OpApply); n > 0 {
+					b.Fatalf("%d pod writes failed", n)
 				}
 				after := heapInUse()
 				runtime.KeepAlive(keys)

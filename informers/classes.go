@@ -5,11 +5,14 @@ import (
 	"strings"
 
 	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 
 	"github.com/podslo/podslo/lifecycle"
 )
+
+var everything = labels.Everything()
 
 // Label values of runtime_class and storage_class.
 const (

@@ -1,4 +1,4 @@
 // Package informers is the first step of podslo's data flow: it watches pods,
-// PVCs and StorageClasses, trims them to what the SLIs need, and feeds each pod
-// through lifecycle into the store.
+// PVCs, StorageClasses and FailedMount events, trims them to what the SLIs
+// need, and hands each pod to the next stage (the pipeline).
 package informers

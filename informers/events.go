@@ -6,10 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/podslo/podslo/lifecycle"
-	"github.com/podslo/podslo/store"
 )
 
 // DefaultUserErrorEventRegex matches the kubelet's FailedMount messages for
@@ -43,33 +39,7 @@ func (w *Watcher) handleEvent(obj any) {
 	if !w.userError.MatchString(ev.Message) {
 		return
 	}
-	if err := w.MarkUserError(ev.InvolvedObject.UID); err != nil {
-		w.log.Error("Recording a user error failed", "pod", ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name, "err", err)
-	}
-}
-
-// MarkUserError records that the pod's own spec blocks its sandbox. A pod
-// the store has no record of is either not seen yet (the pod watch lags the
-// event watch) or already forgotten (events outlive their pods by an hour):
-// the mark then waits in memory for the pod, and a deleted pod is never
-// brought back.
-func (w *Watcher) MarkUserError(uid types.UID) error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	prev, known := w.store.Get(uid)
-	if !known {
-		if _, waiting := w.failed[uid]; !waiting {
-			if _, ok := w.pendingUserErrors[uid]; !ok {
-				w.pendingUserErrors[uid] = w.opts.Now()
-			}
-			return nil
-		}
-	}
-	if prev.UserError {
-		return nil
-	}
-	w.log.Info("Pod blocked by a missing Secret or ConfigMap, left out of the sandbox SLIs", "uid", uid)
-	return w.apply(store.Change{UID: uid, State: lifecycle.MarkUserError(prev)})
+	w.handler.UserError(ev.InvolvedObject.UID, ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name)
 }
 
 func compileUserErrorRegex(expr string) (*regexp.Regexp, error) {

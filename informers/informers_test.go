@@ -9,14 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podslo/podslo/lifecycle"
-	"github.com/podslo/podslo/store"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -102,8 +100,8 @@ func TestRuntimeClass(t *testing.T) {
 
 func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
 	w, err := New(fake.NewClientset(), nil, Options{
-		PodLabels:       []string{"app"},
-		HistogramLabels: []HistogramLabel{{Name: "tier", Source: FromAnnotation, Key: "example.com/tier"}},
+		PodLabels:      []string{"app"},
+		PodAnnotations: []string{"example.com/tier"},
 	})
 	require.NoError(t, err)
 	at := metav1.NewTime(time.Unix(1700000000, 0))
@@ -151,73 +149,4 @@ func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
 	same, err := w.trim.transform(tomb)
 	require.NoError(t, err)
 	assert.Equal(t, tomb, same, "tombstones pass through")
-}
-
-func TestHandleRecordsObservationWithDimensions(t *testing.T) {
-	st, err := store.Open(store.Options{Dir: store.InMemory})
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = st.Close() })
-	now := time.Unix(1700000100, 0)
-	w, err := New(fake.NewClientset(), st, Options{
-		PodLabels:       []string{"app"},
-		HistogramLabels: []HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromAnnotation, Key: "tier"}},
-		Now:             func() time.Time { return now },
-	})
-	require.NoError(t, err)
-	w.classes = *resolver(t)
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u1", Labels: map[string]string{"app": "web", "team": "pay"}, Annotations: map[string]string{"tier": "gold"}},
-		Spec:       corev1.PodSpec{NodeName: "n1", RuntimeClassName: ptr("kata")},
-		Status: corev1.PodStatus{Conditions: []corev1.PodCondition{
-			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(1700000000, 0))},
-			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(time.Unix(1700000004, 0))},
-		}},
-	}
-	trimmed, err := w.trim.transform(pod)
-	require.NoError(t, err)
-	require.NoError(t, w.Handle(trimmed.(*lifecycle.Pod)))
-	require.NoError(t, w.Handle(trimmed.(*lifecycle.Pod)), "a second identical update changes nothing")
-
-	type series struct {
-		family string
-		labels []string
-		count  uint64
-		sum    float64
-		ex     store.Exemplar
-	}
-	// 4s falls in the le="4" bucket, index 4.
-	var got []series
-	st.Aggregates(func(family string, labels []string, a *store.Aggregate) {
-		if family == "sandbox_creation{team,tier}" {
-			got = append(got, series{family, labels, a.Histogram.Count, a.Histogram.Sum, a.Exemplars[4]})
-		}
-	})
-	assert.Equal(t, []series{{"sandbox_creation{team,tier}", []string{"kata", "none", "pay", "gold"}, 1, 4, store.Exemplar{Namespace: "ns", Pod: "web", Value: 4, Time: now}}}, got)
-	var metas []store.PodMeta
-	st.Pods(func(_ types.UID, _ *lifecycle.State, m *store.PodMeta) { metas = append(metas, *m) })
-	assert.Equal(t, []store.PodMeta{{Namespace: "ns", Name: "web", Node: "n1", RuntimeClass: "kata", StorageClass: "none", PodLabels: []string{"web"}, HistogramLabels: []string{"pay", "gold"}}}, metas)
-}
-
-func TestValidate(t *testing.T) {
-	tests := []struct {
-		labels []HistogramLabel
-		err    string
-	}{
-		{[]HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}}, ""},
-		{[]HistogramLabel{{Name: "1team", Source: FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
-		{[]HistogramLabel{{Name: "__team", Source: FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
-		{[]HistogramLabel{{Name: "runtime_class", Source: FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
-		{[]HistogramLabel{{Name: "a", Source: FromLabel, Key: "x"}, {Name: "a", Source: FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
-		{[]HistogramLabel{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label" or "annotation", got "field"`},
-		{[]HistogramLabel{{Name: "a", Source: FromLabel}}, `histogram label "a": key must not be empty`},
-	}
-	for _, tt := range tests {
-		o := Options{HistogramLabels: tt.labels}
-		err := o.Validate()
-		if tt.err == "" {
-			assert.NoError(t, err)
-		} else {
-			assert.ErrorContains(t, err, tt.err)
-		}
-	}
 }

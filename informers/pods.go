@@ -137,8 +137,8 @@ func (w *Watcher) podController() (cache.Controller, *podKeys) {
 		ListerWatcher:     podListWatch(w.client),
 		ObjectType:        &corev1.Pod{},
 		ObjectDescription: "pods",
-		// No resync: there is no cached pod to resync from. Failed store
-		// writes are retried from Watcher.retry instead.
+		// No resync: there is no cached pod to resync from. The handler
+		// retries what it could not record.
 		Process: func(obj any, _ bool) error {
 			for _, d := range obj.(cache.Deltas) {
 				w.processPodDelta(keys, d)
@@ -172,7 +172,7 @@ func (w *Watcher) processPodDelta(keys *podKeys, d cache.Delta) {
 			event = "add"
 		}
 		w.opts.OnEvent("pods", event)
-		w.handlePod(pod)
+		w.deliver(pod)
 	case cache.Deleted:
 		keys.remove(key)
 		w.opts.OnEvent("pods", "delete")

@@ -25,6 +25,10 @@ type Pod struct {
 	ContainersStarted int64
 	// HasInitContainers: the pod spec has init containers.
 	HasInitContainers bool
+	// RuntimeClass and StorageClass are the pod's runtime_class and
+	// storage_class label values, resolved by the watch when it delivers
+	// the pod (the storage class needs the PVC and StorageClass caches).
+	RuntimeClass, StorageClass string
 }
 
 // Condition is a pod condition without the human-readable reason and

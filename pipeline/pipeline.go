@@ -1,0 +1,584 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+// Defaults of Options.
+const (
+	DefaultRetryPeriod          = 30 * time.Second
+	DefaultSweepInterval        = 5 * time.Minute
+	DefaultTimeoutCheckInterval = 5 * time.Second
+)
+
+// pendingUserErrorTTL is how long a FailedMount event for a pod not (or no
+// longer) known waits for that pod: long enough for a lagging pod watch,
+// short enough that events of deleted pods do not pile up.
+const pendingUserErrorTTL = 10 * time.Minute
+
+// ClassUnknown is the class label value of a pod podslo never saw live.
+const ClassUnknown = "unknown"
+
+// Source is where an extra histogram dimension is read from.
+type Source string
+
+const (
+	FromLabel      Source = "label"
+	FromAnnotation Source = "annotation"
+)
+
+// HistogramLabel is one extra dimension of the aggregated series, read from a
+// pod label or annotation (--histogram-label NAME=label:KEY).
+type HistogramLabel struct {
+	Name   string
+	Source Source
+	Key    string
+}
+
+var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Options configures the Pipeline.
+type Options struct {
+	// Lifecycle tunes the SLI logic.
+	Lifecycle lifecycle.Config
+	// PodLabels are the pod label keys copied onto per-pod series. Default
+	// none.
+	PodLabels []string
+	// HistogramLabels are extra dimensions of aggregated series. Default
+	// none.
+	HistogramLabels []HistogramLabel
+	// RetryPeriod is how often a pod whose state could not be written (a
+	// full disk, say) is handled again, if no update of it came first.
+	// Default DefaultRetryPeriod.
+	RetryPeriod time.Duration
+	// TimeoutCheckInterval is how often pods waiting for their first
+	// sandbox are checked against the creation timeout. Default
+	// DefaultTimeoutCheckInterval.
+	TimeoutCheckInterval time.Duration
+	// SweepInterval is how often the state of pods that no longer exist is
+	// dropped. A record is dropped when two sweeps in a row find no pod
+	// with its UID. Default DefaultSweepInterval.
+	SweepInterval time.Duration
+	// Logger receives the pipeline's logs. Default: discard.
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	seen := map[string]bool{"runtime_class": true, "storage_class": true}
+	for _, h := range o.HistogramLabels {
+		if !labelNameRE.MatchString(h.Name) || len(h.Name) >= 2 && h.Name[:2] == "__" {
+			return fmt.Errorf("histogram label name %q is not a valid Prometheus label name", h.Name)
+		}
+		if seen[h.Name] {
+			return fmt.Errorf("histogram label name %q is used twice or clashes with a built-in label", h.Name)
+		}
+		seen[h.Name] = true
+		if h.Source != FromLabel && h.Source != FromAnnotation {
+			return fmt.Errorf("histogram label %q: source must be %q or %q, got %q", h.Name, FromLabel, FromAnnotation, h.Source)
+		}
+		if h.Key == "" {
+			return fmt.Errorf("histogram label %q: key must not be empty", h.Name)
+		}
+	}
+	for name, d := range map[string]time.Duration{"retry period": o.RetryPeriod, "sweep interval": o.SweepInterval, "timeout check interval": o.TimeoutCheckInterval} {
+		if d < 0 {
+			return fmt.Errorf("%s must not be negative, got %s", name, d)
+		}
+	}
+	return nil
+}
+
+// Pipeline is the stage between the watch and the store: for each pod it
+// reads the remembered state, runs lifecycle's step, and writes the change.
+// It owns the retries of failed writes, the sweep of state left by pods that
+// no longer exist, and the creation-timeout check. It implements
+// informers.Handler.
+type Pipeline struct {
+	store    *store.Store
+	opts     Options
+	log      *slog.Logger
+	synced   atomic.Bool
+	syncedCh chan struct{}
+	// families are the store's family IDs, with the configured histogram
+	// label names, by lifecycle family.
+	families map[string]string
+
+	// mu serializes every read-modify-write of a pod's state: the watch
+	// handlers and the periodic loops run on their own goroutines.
+	mu sync.Mutex
+	// failed holds, by UID, what could not be written for each pod, for
+	// RetryFailed; guarded by mu. No cache holds pods, so this is the only
+	// copy left to retry from.
+	failed map[types.UID]retry
+	// live lists the UIDs of the pods that exist, from the watch; nil until
+	// Synced. Guarded by mu.
+	live func() map[types.UID]struct{}
+	// suspects are the UIDs in the store that the last sweep found no pod
+	// for; guarded by mu.
+	suspects map[types.UID]struct{}
+	// pendingUserErrors holds FailedMount events for UIDs the store has no
+	// record of, until the pod comes or the entry expires; guarded by mu.
+	// Writing them to the store would resurrect a deleted pod.
+	pendingUserErrors map[types.UID]time.Time
+	// apply is store.Apply; tests make it fail.
+	apply func(store.Change) error
+}
+
+// retry is a pod write to try again: its newest object, or its deletion.
+type retry struct {
+	// pod is the newest object; nil for a pod deleted while the watch was
+	// down, whose final object is unknown.
+	pod *lifecycle.Pod
+	// deleted: what failed was forgetting the pod.
+	deleted bool
+	// ref names the pod for logs.
+	ref string
+}
+
+// New returns a Pipeline writing to st; Start runs its periodic work.
+func New(st *store.Store, opts Options) (*Pipeline, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.RetryPeriod == 0 {
+		opts.RetryPeriod = DefaultRetryPeriod
+	}
+	if opts.SweepInterval == 0 {
+		opts.SweepInterval = DefaultSweepInterval
+	}
+	if opts.TimeoutCheckInterval == 0 {
+		opts.TimeoutCheckInterval = DefaultTimeoutCheckInterval
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	names := make([]string, 0, len(opts.HistogramLabels))
+	for _, h := range opts.HistogramLabels {
+		names = append(names, h.Name)
+	}
+	p := &Pipeline{store: st, opts: opts, log: opts.Logger, syncedCh: make(chan struct{}),
+		families: familyIDs(names),
+		failed:   map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
+	if st != nil {
+		p.apply = st.Apply
+	}
+	return p, nil
+}
+
+// Ready reports whether every pod of the watch's first list has been
+// handled and state left by pods deleted meanwhile has been dropped.
+func (p *Pipeline) Ready() bool { return p.synced.Load() }
+
+// Start runs, once the watch has synced, the retries of failed writes, the
+// sweep and the creation-timeout check, until ctx ends.
+func (p *Pipeline) Start(ctx context.Context) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-p.syncedCh:
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { wait.UntilWithContext(ctx, func(context.Context) { p.RetryFailed() }, p.opts.RetryPeriod) })
+	wg.Go(func() {
+		// The first sweep ran in Synced.
+		t := time.NewTicker(p.opts.SweepInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				p.Sweep()
+			}
+		}
+	})
+	wait.UntilWithContext(ctx, func(context.Context) { p.CheckTimeouts() }, p.opts.TimeoutCheckInterval)
+	return nil
+}
+
+// Synced implements informers.Handler: every pod of the first list has been
+// handled, so a record without a live pod now is a pod deleted while podslo
+// was down.
+func (p *Pipeline) Synced(live func() map[types.UID]struct{}) {
+	p.mu.Lock()
+	p.live = live
+	p.mu.Unlock()
+	gone := p.sweep(true)
+	p.log.Info("Pipeline synced", "podsDeletedWhileDown", gone)
+	if p.synced.CompareAndSwap(false, true) {
+		close(p.syncedCh)
+	}
+}
+
+// Pod implements informers.Handler.
+func (p *Pipeline) Pod(pod *lifecycle.Pod) {
+	if err := p.Handle(pod); err != nil {
+		// The in-memory state did not move, so handling the pod again
+		// (its next update, or RetryFailed) makes the same change: nothing
+		// is lost.
+		p.log.Error("Recording pod failed, will retry", "pod", klogRef(pod), "err", err)
+	}
+}
+
+// Deleted implements informers.Handler: the pod is gone. final is its last
+// object, nil when it was deleted while the watch was down.
+func (p *Pipeline) Deleted(uid types.UID, ref string, final *lifecycle.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.failed[uid]; ok && !r.deleted && final == nil {
+		// The last update never made it to the store: it is all there is
+		// of the pod's end.
+		final = r.pod
+	}
+	if err := p.forgetLocked(uid, final); err != nil {
+		p.failed[uid] = retry{pod: final, deleted: true, ref: ref}
+		p.log.Error("Recording deleted pod failed, will retry", "pod", ref, "err", err)
+		return
+	}
+	delete(p.failed, uid)
+}
+
+// UserError implements informers.Handler.
+func (p *Pipeline) UserError(uid types.UID, ref string) {
+	if err := p.MarkUserError(uid); err != nil {
+		p.log.Error("Recording a user error failed", "pod", ref, "err", err)
+	}
+}
+
+// MarkUserError records that the pod's own spec blocks its sandbox. A pod
+// the store has no record of is either not seen yet (the pod watch lags the
+// event watch) or already forgotten (events outlive their pods by an hour):
+// the mark then waits in memory for the pod, and a deleted pod is never
+// brought back.
+func (p *Pipeline) MarkUserError(uid types.UID) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	prev, known := p.store.Get(uid)
+	if !known {
+		if _, waiting := p.failed[uid]; !waiting {
+			if _, ok := p.pendingUserErrors[uid]; !ok {
+				p.pendingUserErrors[uid] = p.opts.Now()
+			}
+			return nil
+		}
+	}
+	if prev.UserError {
+		return nil
+	}
+	p.log.Info("Pod blocked by a missing Secret or ConfigMap, left out of the sandbox SLIs", "uid", uid)
+	return p.apply(store.Change{UID: uid, State: lifecycle.MarkUserError(prev)})
+}
+
+// Sweep drops the state of pods that no longer exist: a record whose UID
+// no pod has had in two sweeps in a rop. Deletions seen by the watch forget
+// their pods at once; this catches what a watch gap or a failed write left
+// behind. It runs every Options.SweepInterval.
+func (p *Pipeline) Sweep() int { return p.sweep(false) }
+
+// sweep forgets records without a live pod. At start-up (now), once the
+// first list has been handled, one look is enough; later, a record must be
+// seen orphaned twice, because a deletion in flight (the key already gone,
+// deletePod waiting for the lock) must be measured by deletePod, not
+// vanished here.
+func (p *Pipeline) sweep(now bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.live == nil {
+		return 0
+	}
+	live := p.live()
+	orphans := map[types.UID]struct{}{}
+	p.store.UIDs(func(uid types.UID) {
+		if _, ok := live[uid]; ok {
+			return
+		}
+		if _, ok := p.failed[uid]; ok {
+			// RetryFailed owns it.
+			return
+		}
+		orphans[uid] = struct{}{}
+	})
+	forgotten := 0
+	for uid := range orphans {
+		if _, seen := p.suspects[uid]; !now && !seen {
+			continue
+		}
+		prev, _ := p.store.Get(uid)
+		next, out := lifecycle.Vanish(prev)
+		if prev == (lifecycle.State{UserError: true}) {
+			// Only a FailedMount event ever named this pod: there was
+			// nothing to measure.
+			out = lifecycle.Outcome{}
+		}
+		change := p.change(uid, next, out, nil, nil)
+		change.Forget = true
+		if err := p.apply(change); err != nil {
+			// Not lost: the record stays, and the next sweep tries again.
+			p.log.Error("Forgetting a pod that no longer exists failed", "uid", uid, "err", err)
+			continue
+		}
+		delete(orphans, uid)
+		forgotten++
+	}
+	p.suspects = orphans
+	cutoff := p.opts.Now().Add(-pendingUserErrorTTL)
+	for uid, at := range p.pendingUserErrors {
+		if at.Before(cutoff) {
+			delete(p.pendingUserErrors, uid)
+		}
+	}
+	return forgotten
+}
+
+// CheckTimeouts counts the pods whose sandbox is still not ready past the
+// creation timeout. It runs on a timer because a stuck pod sends no updates.
+func (p *Pipeline) CheckTimeouts() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	type pending struct {
+		uid   types.UID
+		state lifecycle.State
+		meta  *store.PodMeta
+	}
+	var due []pending
+	now := p.opts.Now()
+	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
+		if st.Pending() && !st.TimedOut {
+			due = append(due, pending{uid, *st, m})
+		}
+	})
+	for _, d := range due {
+		next, out := lifecycle.Timeout(now, d.state, &p.opts.Lifecycle)
+		if out.Empty() {
+			continue
+		}
+		if err := p.apply(p.change(d.uid, next, out, d.meta, nil)); err != nil {
+			p.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", d.uid, "err", err)
+		}
+	}
+}
+
+// RetryFailed handles again every pod whose last state write failed and
+// that has had no update since. It runs every Options.RetryPeriod.
+func (p *Pipeline) RetryFailed() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.failed) == 0 {
+		return
+	}
+	var ok, failed int
+	var last error
+	for uid, r := range p.failed {
+		var err error
+		if r.deleted {
+			err = p.forgetLocked(uid, r.pod)
+		} else {
+			err = p.handleLocked(r.pod)
+		}
+		if err != nil {
+			failed, last = failed+1, err
+			continue
+		}
+		delete(p.failed, uid)
+		ok++
+	}
+	// One line per round, not per pod: on a full disk every pod fails.
+	if failed > 0 {
+		p.log.Error("Retrying failed pod writes", "recorded", ok, "stillFailing", failed, "err", last)
+	} else {
+		p.log.Info("Retrying failed pod writes", "recorded", ok, "stillFailing", 0)
+	}
+}
+
+// forgetLocked records a pod's deletion and drops its state in one
+// transaction. final is its last object, when known: it may carry a
+// transition not seen yet, and what it never showed counts as vanished.
+func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
+	prev, known := p.store.Get(uid)
+	if !known {
+		if _, waiting := p.failed[uid]; !waiting {
+			// Already forgotten (a sweep, or the deletion seen twice): a
+			// late event must not bring it back.
+			return nil
+		}
+		// Its first write failed: its whole story is in final.
+	}
+	next, out := prev, lifecycle.Outcome{}
+	var meta *store.PodMeta
+	if final != nil {
+		next, out = lifecycle.Step(p.opts.Now(), final, prev, &p.opts.Lifecycle)
+		meta = p.meta(final)
+	}
+	next, gone := lifecycle.Vanish(next)
+	out.Skips = append(out.Skips, gone.Skips...)
+	change := p.change(uid, next, out, meta, final)
+	change.Forget = true
+	return p.apply(change)
+}
+
+// Handle runs one pod through lifecycle into the store. It is exported for
+// benchmarks and tests that drive the pipeline without an API server.
+func (p *Pipeline) Handle(pod *lifecycle.Pod) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	err := p.handleLocked(pod)
+	if err != nil {
+		p.failed[pod.UID] = retry{pod: pod, ref: klogRef(pod)}
+	} else {
+		delete(p.failed, pod.UID)
+	}
+	return err
+}
+
+func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
+	prev, known := p.store.Get(pod.UID)
+	_, userError := p.pendingUserErrors[pod.UID]
+	if !known && userError {
+		prev = lifecycle.MarkUserError(prev)
+	}
+	next, out := lifecycle.Step(p.opts.Now(), pod, prev, &p.opts.Lifecycle)
+	if err := p.apply(p.change(pod.UID, next, out, p.meta(pod), pod)); err != nil {
+		return err
+	}
+	if userError {
+		delete(p.pendingUserErrors, pod.UID)
+	}
+	return nil
+}
+
+// change turns a lifecycle outcome into the store's samples: the series of
+// each observation, labelled with the pod's classes and histogram labels.
+// pod, when known, names the exemplars.
+func (p *Pipeline) change(uid types.UID, next lifecycle.State, out lifecycle.Outcome, meta *store.PodMeta, pod *lifecycle.Pod) store.Change {
+	change := store.Change{UID: uid, State: next, Meta: meta}
+	if out.Empty() {
+		return change
+	}
+	if meta == nil {
+		// A pod podslo never saw live: its classes are unknown.
+		meta = &store.PodMeta{RuntimeClass: ClassUnknown, StorageClass: ClassUnknown, HistogramLabels: make([]string, len(p.opts.HistogramLabels))}
+	}
+	now := p.opts.Now()
+	// dims are the label values of the aggregated series, extra is one more
+	// label before the histogram labels (phase, reason).
+	dims := func(extra ...string) []string {
+		d := make([]string, 0, 3+len(meta.HistogramLabels))
+		d = append(d, meta.RuntimeClass, meta.StorageClass)
+		d = append(d, extra...)
+		return append(d, meta.HistogramLabels...)
+	}
+	exemplar := func(v float64) *store.Exemplar {
+		if pod == nil {
+			return nil
+		}
+		return &store.Exemplar{Namespace: pod.Namespace, Pod: pod.Name, Value: v, Time: now}
+	}
+	observe := func(family string, labels []string, v float64) {
+		change.Observe = append(change.Observe, store.Sample{Family: p.families[family], Labels: labels, Value: v, Exemplar: exemplar(v)})
+	}
+	count := func(family string, labels []string) {
+		change.Add = append(change.Add, store.Sample{Family: p.families[family], Labels: labels, Value: 1})
+	}
+	for _, o := range out.Observations {
+		switch o.Kind {
+		case lifecycle.SandboxCreated:
+			observe(lifecycle.FamilySandboxCreation, dims(), o.Seconds)
+		case lifecycle.SandboxRecreated:
+			count(lifecycle.FamilySandboxRecreations, dims())
+		case lifecycle.SandboxTimedOut:
+			count(lifecycle.FamilySandboxCreationTimeouts, dims())
+		case lifecycle.SandboxExcluded:
+			count(lifecycle.FamilySandboxCreationsExcl, dims("user_error"))
+		case lifecycle.Terminated:
+			observe(lifecycle.FamilyTermination, dims(), o.Seconds)
+			if o.OverGrace {
+				count(lifecycle.FamilyTerminationsOverGrace, dims())
+			}
+		case lifecycle.BecameReady:
+			observe(lifecycle.FamilyReadiness, dims(), o.Seconds)
+		case lifecycle.PhaseDone:
+			observe(lifecycle.FamilyStartupPhase, dims(o.Phase.String()), o.Seconds)
+		case lifecycle.Stabilized:
+			observe(lifecycle.FamilyStabilization, dims(), o.Seconds)
+		case lifecycle.StabilityLost:
+			count(lifecycle.FamilyStableTransitions, dims("false"))
+		}
+	}
+	for _, s := range out.Skips {
+		change.Add = append(change.Add, store.Sample{Family: lifecycle.FamilySkipped, Labels: []string{s.SLI.String(), s.Reason.String()}, Value: 1})
+		level := slog.LevelInfo
+		if s.Reason == lifecycle.TooOld || s.Reason == lifecycle.TerminatedBeforeDelete {
+			// Expected for every old pod when podslo is first installed, and
+			// for every completed pod that is cleaned up.
+			level = slog.LevelDebug
+		}
+		if pod != nil {
+			p.log.Log(context.Background(), level, "Observation skipped", "pod", klogRef(pod), "uid", uid, "sli", s.SLI.String(), "reason", s.Reason.String())
+		} else {
+			p.log.Log(context.Background(), level, "Observation skipped", "uid", uid, "sli", s.SLI.String(), "reason", s.Reason.String())
+		}
+	}
+	return change
+}
+
+func (p *Pipeline) meta(pod *lifecycle.Pod) *store.PodMeta {
+	m := &store.PodMeta{
+		Namespace:    pod.Namespace,
+		Name:         pod.Name,
+		Node:         pod.NodeName,
+		RuntimeClass: pod.RuntimeClass,
+		StorageClass: pod.StorageClass,
+	}
+	if len(p.opts.PodLabels) > 0 {
+		m.PodLabels = make([]string, len(p.opts.PodLabels))
+		for i, k := range p.opts.PodLabels {
+			m.PodLabels[i] = pod.Labels[k]
+		}
+	}
+	if len(p.opts.HistogramLabels) > 0 {
+		m.HistogramLabels = make([]string, len(p.opts.HistogramLabels))
+		for i, h := range p.opts.HistogramLabels {
+			if h.Source == FromLabel {
+				m.HistogramLabels[i] = pod.Labels[h.Key]
+			} else {
+				m.HistogramLabels[i] = pod.Annotations[h.Key]
+			}
+		}
+	}
+	return m
+}
+
+// familyIDs are the store's family IDs, with the configured histogram
+// label names, by lifecycle family.
+func familyIDs(histogramLabels []string) map[string]string {
+	families := map[string]string{}
+	for _, f := range []string{
+		lifecycle.FamilySandboxCreation, lifecycle.FamilySandboxRecreations, lifecycle.FamilySandboxCreationTimeouts,
+		lifecycle.FamilySandboxCreationsExcl, lifecycle.FamilyTermination, lifecycle.FamilyTerminationsOverGrace,
+		lifecycle.FamilyReadiness, lifecycle.FamilyStartupPhase, lifecycle.FamilyStabilization, lifecycle.FamilyStableTransitions,
+	} {
+		families[f] = lifecycle.FamilyID(f, histogramLabels)
+	}
+	return families
+}
+
+func klogRef(p *lifecycle.Pod) string { return p.Namespace + "/" + p.Name }

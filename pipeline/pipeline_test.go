@@ -1,0 +1,358 @@
+package pipeline
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/store"
+)
+
+// pipelineOnMemory is a Pipeline over an in-memory store, its Apply failing
+// while *fail > 0 (counting down).
+func pipelineOnMemory(t *testing.T, fail *int) (*Pipeline, *store.Store) {
+	t.Helper()
+	st, err := store.Open(store.Options{Dir: store.InMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	p, err := New(st, Options{Now: func() time.Time { return time.Unix(1700000100, 0) }})
+	require.NoError(t, err)
+	p.apply = func(c store.Change) error {
+		if *fail > 0 {
+			*fail--
+			return errors.New("no space left on device")
+		}
+		return st.Apply(c)
+	}
+	return p, st
+}
+
+// startedPodNamed is pod uid named name, scheduled at 1700000000 and its
+// sandbox ready `ready` seconds later, as the watch delivers it.
+func startedPodNamed(name string, uid types.UID, ready int64) *lifecycle.Pod {
+	return &lifecycle.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid},
+		NodeName:   "n1",
+		Conditions: []lifecycle.Condition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: 1700000000},
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: 1700000000 + ready},
+		},
+		RuntimeClass: "none",
+		StorageClass: "none",
+	}
+}
+
+func startedPod(uid types.UID, ready int64) *lifecycle.Pod {
+	return startedPodNamed("web-"+string(uid), uid, ready)
+}
+
+// liveSet is the watch's view of which pods exist, for Synced.
+type liveSet map[types.UID]struct{}
+
+func (l liveSet) get() map[types.UID]struct{} { return l }
+
+func uids(st *store.Store) []types.UID {
+	var out []types.UID
+	st.UIDs(func(uid types.UID) { out = append(out, uid) })
+	return out
+}
+
+func creations(st *store.Store) (count uint64, sum float64) {
+	st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
+		if family == lifecycle.FamilySandboxCreation {
+			count, sum = count+a.Histogram.Count, sum+a.Histogram.Sum
+		}
+	})
+	return count, sum
+}
+
+
+func skipped(st *store.Store, sli, reason string) float64 {
+	var v float64
+	st.Aggregates(func(family string, labels []string, a *store.Aggregate) {
+		if family == lifecycle.FamilySkipped && labels[0] == sli && labels[1] == reason {
+			v += a.Value
+		}
+	})
+	return v
+}
+
+// Without an informer cache, a pod whose write failed is kept and retried
+// by RetryFailed until it succeeds, exactly once.
+
+// Without an informer cache, a pod whose write failed is kept and retried
+// by RetryFailed until it succeeds, exactly once.
+func TestRetryFailedRecordsAPodWhoseWriteFailed(t *testing.T) {
+	fail := 2
+	p, st := pipelineOnMemory(t, &fail)
+	pod := startedPod("u1", 3)
+
+	require.Error(t, p.Handle(pod))
+	_, ok := st.Get("u1")
+	assert.False(t, ok, "nothing written")
+	p.RetryFailed() // fails again
+	c, _ := creations(st)
+	assert.Zero(t, c)
+
+	p.RetryFailed()
+	c, sum := creations(st)
+	assert.Equal(t, uint64(1), c)
+	assert.Equal(t, 3.0, sum)
+	p.RetryFailed()
+	p.RetryFailed()
+	c, _ = creations(st)
+	assert.Equal(t, uint64(1), c, "retried once, not again")
+}
+
+// An update that arrives after a failure replaces the retried object and,
+// written, ends the retries.
+
+// An update that arrives after a failure replaces the retried object and,
+// written, ends the retries.
+func TestUpdateAfterAFailedWriteEndsTheRetry(t *testing.T) {
+	fail := 1
+	p, st := pipelineOnMemory(t, &fail)
+	require.Error(t, p.Handle(startedPod("u1", 3)))
+	require.NoError(t, p.Handle(startedPod("u1", 3)))
+	p.RetryFailed()
+	c, _ := creations(st)
+	assert.Equal(t, uint64(1), c)
+	assert.Empty(t, p.failed)
+}
+
+// A relist that no longer has a pod delivers a tombstone holding only its
+// key and UID: the pod's state is forgotten and its unmeasured termination
+// counted as vanished. A pending failed write is made first.
+
+// A relist that no longer has a pod delivers only its key and UID: the
+// pod's state is forgotten and its unmeasured termination counted as
+// vanished. A pending failed write is made first.
+func TestPodDeletedWhileTheWatchWasDown(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	p.Pod(startedPod("u1", 2))
+	fail = 1
+	p.Pod(startedPod("u2", 4))
+	require.Len(t, p.failed, 1)
+
+	p.Deleted("u1", "ns/web-u1", nil)
+	p.Deleted("u2", "ns/web-u2", nil)
+	assert.Empty(t, p.failed)
+	for _, uid := range []types.UID{"u1", "u2"} {
+		_, ok := st.Get(uid)
+		assert.False(t, ok, "state of %s forgotten", uid)
+	}
+	c, sum := creations(st)
+	assert.Equal(t, uint64(2), c, "u2's failed creation was recorded before it was forgotten")
+	assert.Equal(t, 6.0, sum)
+	assert.Equal(t, 2.0, skipped(st, "termination", "vanished"))
+}
+
+// A pod deleted and re-created under the same name while the watch was
+// down: the watch hands on the old UID's deletion, then the new pod. The
+// old UID is forgotten with its termination counted as vanished, never left
+// to linger as a live pod (and to time out later).
+func TestSameNameNewUIDForgetsTheOldPod(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	p.Pod(startedPodNamed("web", "old", 2))
+	p.Deleted("old", "ns/web", nil)
+	p.Pod(startedPodNamed("web", "new", 3))
+
+	_, ok := st.Get("old")
+	assert.False(t, ok, "the old UID is forgotten")
+	_, ok = st.Get("new")
+	assert.True(t, ok)
+	c, sum := creations(st)
+	assert.Equal(t, uint64(2), c)
+	assert.Equal(t, 5.0, sum)
+	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
+	var perPod []types.UID
+	st.Pods(func(uid types.UID, _ *lifecycle.State, _ *store.PodMeta) { perPod = append(perPod, uid) })
+	assert.Equal(t, []types.UID{"new"}, perPod, "one per-pod series set, the new pod's")
+}
+
+// The periodic sweep forgets a record that has had no pod for two sweeps in
+// a row, and never a live pod.
+func TestSweepForgetsOrphansOnlyAfterTwoLooks(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	p.Pod(startedPod("u1", 2))
+	// An orphan: a record whose pod the watch no longer knows, as a failed
+	// forget or a watch gap leaves behind.
+	require.NoError(t, st.Apply(store.Change{UID: "orphan", State: lifecycle.State{Scheduled: 1700000000}}))
+	p.live = liveSet{"u1": {}}.get
+
+	assert.Zero(t, p.Sweep(), "first look: only suspected")
+	_, ok := st.Get("orphan")
+	assert.True(t, ok)
+	assert.Equal(t, 1, p.Sweep(), "second look: forgotten")
+	_, ok = st.Get("orphan")
+	assert.False(t, ok)
+	_, ok = st.Get("u1")
+	assert.True(t, ok, "the live pod stays")
+	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
+}
+
+// A live pod whose first write failed at start-up has no record yet, only a
+// retry: the start-up sweep must not take a record of it for a pod deleted
+// while podslo was down, and the retry observes its sandbox once.
+func TestAFailedWriteNeverMakesALivePodLookDeleted(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	// The pod was known before the restart: its record is on disk.
+	require.NoError(t, st.Apply(store.Change{UID: "u1", State: lifecycle.State{Scheduled: 1700000000}}))
+	fail = 1
+	p.Pod(startedPod("u1", 4))
+	require.Len(t, p.failed, 1)
+
+	p.Synced(liveSet{"u1": {}}.get)
+	assert.True(t, p.Ready())
+	_, ok := st.Get("u1")
+	assert.True(t, ok, "the live pod's record stays")
+	p.RetryFailed()
+	c, sum := creations(st)
+	assert.Equal(t, uint64(1), c)
+	assert.Equal(t, 4.0, sum)
+	assert.Zero(t, skipped(st, "termination", "vanished"))
+	p.RetryFailed()
+	c, _ = creations(st)
+	assert.Equal(t, uint64(1), c, "once")
+}
+
+// The start-up sweep forgets, at once, the pods deleted while podslo was
+// down.
+func TestSyncedForgetsPodsDeletedWhileDown(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	require.NoError(t, st.Apply(store.Change{UID: "gone", State: lifecycle.State{Scheduled: 1700000000, FirstSandboxReady: 1700000002}}))
+	p.Pod(startedPod("u1", 2))
+	p.Synced(liveSet{"u1": {}}.get)
+	assert.Equal(t, []types.UID{"u1"}, uids(st))
+	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
+}
+
+// A FailedMount event of a pod that was deleted never brings its record
+// back; one that comes before its pod waits for it.
+func TestLateUserErrorEventsDoNotResurrectPods(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	pod := startedPod("gone", 2)
+	p.Pod(pod)
+	p.Deleted(pod.UID, "ns/web-gone", pod)
+	require.NoError(t, p.MarkUserError("gone"))
+	assert.Empty(t, uids(st), "no record for the deleted pod")
+
+	// An event ahead of its pod: the pod, when it comes, is a user error.
+	require.NoError(t, p.MarkUserError("early"))
+	assert.Empty(t, uids(st))
+	p.Pod(startedPod("early", 9))
+	got, ok := st.Get("early")
+	require.True(t, ok)
+	assert.True(t, got.UserError)
+	assert.True(t, got.Excluded, "excluded from the creation SLI, not observed")
+	c, _ := creations(st)
+	assert.Equal(t, uint64(1), c, "only the deleted pod's creation")
+
+	// The waiting mark of the deleted pod expires in a sweep.
+	p.opts.Now = func() time.Time { return time.Unix(1700000100, 0).Add(pendingUserErrorTTL + time.Second) }
+	p.live = liveSet{"early": {}}.get
+	p.Sweep()
+	assert.Empty(t, p.pendingUserErrors)
+	assert.Equal(t, []types.UID{"early"}, uids(st))
+}
+
+// A deletion whose write fails (a full disk) is retried, and the pod's end
+// is counted once when it succeeds.
+func TestAFailedDeletionIsRetried(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	pod := startedPod("u1", 2)
+	p.Pod(pod)
+	fail = 2
+	p.Deleted(pod.UID, "ns/web-u1", pod)
+	require.Len(t, p.failed, 1)
+	p.live = liveSet{}.get
+	assert.Zero(t, p.sweep(true), "a pending deletion is RetryFailed's")
+	p.RetryFailed() // fails again
+	_, ok := st.Get("u1")
+	assert.True(t, ok)
+	p.RetryFailed()
+	_, ok = st.Get("u1")
+	assert.False(t, ok)
+	assert.Empty(t, p.failed)
+	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
+	p.RetryFailed()
+	p.Sweep()
+	p.Sweep()
+	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"), "once")
+}
+
+func TestHandleRecordsObservationWithDimensions(t *testing.T) {
+	st, err := store.Open(store.Options{Dir: store.InMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	now := time.Unix(1700000100, 0)
+	p, err := New(st, Options{
+		PodLabels:       []string{"app"},
+		HistogramLabels: []HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromAnnotation, Key: "tier"}},
+		Now:             func() time.Time { return now },
+	})
+	require.NoError(t, err)
+	pod := startedPodNamed("web", "u1", 4)
+	pod.Labels = map[string]string{"app": "web", "team": "pay"}
+	pod.Annotations = map[string]string{"tier": "gold"}
+	pod.RuntimeClass = "kata"
+	require.NoError(t, p.Handle(pod))
+	require.NoError(t, p.Handle(pod), "a second identical update changes nothing")
+
+	type series struct {
+		family string
+		labels []string
+		count  uint64
+		sum    float64
+		ex     store.Exemplar
+	}
+	// 4s falls in the le="4" bucket, index 4.
+	var got []series
+	st.Aggregates(func(family string, labels []string, a *store.Aggregate) {
+		if family == "sandbox_creation{team,tier}" {
+			got = append(got, series{family, labels, a.Histogram.Count, a.Histogram.Sum, a.Exemplars[4]})
+		}
+	})
+	assert.Equal(t, []series{{"sandbox_creation{team,tier}", []string{"kata", "none", "pay", "gold"}, 1, 4, store.Exemplar{Namespace: "ns", Pod: "web", Value: 4, Time: now}}}, got)
+	var metas []store.PodMeta
+	st.Pods(func(_ types.UID, _ *lifecycle.State, m *store.PodMeta) { metas = append(metas, *m) })
+	assert.Equal(t, []store.PodMeta{{Namespace: "ns", Name: "web", Node: "n1", RuntimeClass: "kata", StorageClass: "none", PodLabels: []string{"web"}, HistogramLabels: []string{"pay", "gold"}}}, metas)
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		labels []HistogramLabel
+		err    string
+	}{
+		{[]HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}}, ""},
+		{[]HistogramLabel{{Name: "1team", Source: FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
+		{[]HistogramLabel{{Name: "__team", Source: FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
+		{[]HistogramLabel{{Name: "runtime_class", Source: FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
+		{[]HistogramLabel{{Name: "a", Source: FromLabel, Key: "x"}, {Name: "a", Source: FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
+		{[]HistogramLabel{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label" or "annotation", got "field"`},
+		{[]HistogramLabel{{Name: "a", Source: FromLabel}}, `histogram label "a": key must not be empty`},
+	}
+	for _, tt := range tests {
+		o := Options{HistogramLabels: tt.labels}
+		err := o.Validate()
+		if tt.err == "" {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorContains(t, err, tt.err)
+		}
+	}
+}
