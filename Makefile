@@ -16,10 +16,26 @@ KWOK_VERSION := $(shell sed -n 's|^[[:space:]]*sigs.k8s.io/kwok \(v[^ ]*\).*|\1|
 KWOKBIN ?= $(TESTBIN)/kwok-$(KWOK_VERSION)
 export PODSLO_KWOKBIN := $(KWOKBIN)
 
+# The release build: a static binary (no cgo, so it runs on an empty or
+# distroless base), with paths trimmed and the build stamped into
+# prometheus/common/version, which `podslo version` and podslo_build_info
+# read. The date is the commit's, so a commit always builds the same
+# binary and image; REVISION says "-dirty" when uncommitted changes (tracked
+# or not, outside .gitignore) went into the build.
+VERSION := $(shell cat VERSION)
+REVISION := $(shell git rev-parse HEAD)$(shell test -z "$$(git status --porcelain)" || echo -dirty)
+BRANCH := $(shell git rev-parse --abbrev-ref HEAD)
+BUILD_USER ?= $(shell id -un)@$(shell hostname)
+BUILD_DATE := $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ --format=%cd)
+VERSION_PKG := github.com/prometheus/common/version
+LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
+	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
+GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+
 .PHONY: build test demo e2e unit testbin clusterbin kwokbin lint bench fuzz mixin mixin-check dashboard-lint clean
 
 build:
-	$(GO) build -o bin/podslo .
+	$(GOBUILD) -o bin/podslo .
 
 ## test: lint, build the real control plane if missing, run every test with -race.
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).

@@ -8,12 +8,12 @@ import (
 	"os"
 	"strings"
 
+	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"github.com/spf13/viper"
 	"k8s.io/klog/v2"
 
-	"github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/exporter"
 )
 
@@ -28,14 +28,16 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Optio
 	root := &cobra.Command{
 		Use:           "podslo",
 		Short:         "Service level indicators for Kubernetes pod start-up and tear-down",
-		Version:       collectors.Version(),
+		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetErr(stderr)
+	root.SetVersionTemplate(version.Print("podslo") + "\n")
 	root.AddCommand(newExporterCommand(stderr, runExporter))
 	root.AddCommand(newAgentCommand(stderr, startAgent))
 	root.AddCommand(newDemoCommand(os.Stdout, stderr))
+	root.AddCommand(newVersionCommand())
 	return root
 }
 
