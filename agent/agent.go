@@ -3,11 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/version"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -30,7 +30,7 @@ func (o *Options) Start(ctx context.Context) error {
 	cfg := o.restConfig
 	if cfg == nil {
 		var err error
-		if cfg, err = serve.RestConfig(o.Kubeconfig, "podslo-agent/"+version()); err != nil {
+		if cfg, err = serve.RestConfig(o.Kubeconfig, "podslo-agent/"+version.Version); err != nil {
 			return err
 		}
 	}
@@ -40,7 +40,7 @@ func (o *Options) Start(ctx context.Context) error {
 	}
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), newBuildInfo())
 	writes := newMetrics(reg, o.StableConditionType, o.ProbeConditionType)
 	// Events tell a pod's owner, where they look (kubectl describe), why its
 	// probe does not run.
@@ -76,11 +76,4 @@ type promLogger struct{ o *Options }
 
 func (l promLogger) Println(v ...any) {
 	l.o.Logger.Error("Serving metrics failed", "err", fmt.Sprint(v...))
-}
-
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

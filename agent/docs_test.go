@@ -30,6 +30,7 @@ func TestDocsMatchAgentMetrics(t *testing.T) {
 	}
 
 	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(newBuildInfo())
 	m := newMetrics(reg, DefaultStableConditionType)
 	m.duration.Observe(0.01)
 	pm := newProbeMetrics(reg, m)
@@ -52,8 +53,8 @@ func TestDocsMatchAgentMetrics(t *testing.T) {
 		code[f.GetName()] = strings.ToLower(f.GetType().String()) + " " + strings.Join(names, ", ") + " ALPHA"
 	}
 	assert.Equal(t, code, docs)
-	assert.Equal(t, dto.MetricType_COUNTER, fams[1].GetType(), "families sorted by name: writes_total second")
-	assert.Len(t, fams, 7)
+	assert.Equal(t, dto.MetricType_COUNTER, fams[2].GetType(), "families sorted by name: writes_total third")
+	assert.Len(t, fams, 8)
 }
 
 // The exporter observes the condition the agent writes: one name for both.

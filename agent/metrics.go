@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -19,6 +20,13 @@ const (
 	durationName = "podslo_agent_condition_write_duration_seconds"
 	durationHelp = "Latency of each condition write request (PATCH on pods/status)."
 )
+
+// newBuildInfo is podslo_agent_build_info, client_golang's version collector:
+// its own name, so that the exporter's podslo_build_info stays one series per
+// exporter, and the prefix every agent family shares.
+func newBuildInfo() prometheus.Collector {
+	return versioncollector.NewCollector("podslo_agent")
+}
 
 // Results of a write: a fixed set, so that the series stay bounded.
 const (

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"k8s.io/klog/v2"
 
-	"github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/exporter"
 )
 
@@ -26,14 +26,16 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Optio
 	root := &cobra.Command{
 		Use:           "podslo",
 		Short:         "Service level indicators for Kubernetes pod start-up and tear-down",
-		Version:       collectors.Version(),
+		Version:       version.Version,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetErr(stderr)
+	root.SetVersionTemplate(version.Print("podslo") + "\n")
 	root.AddCommand(newExporterCommand(stderr, runExporter))
 	root.AddCommand(newAgentCommand(stderr, startAgent))
 	root.AddCommand(newDemoCommand(os.Stdout, stderr))
+	root.AddCommand(newVersionCommand())
 	return root
 }
 

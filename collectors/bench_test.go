@@ -46,7 +46,7 @@ func BenchmarkScrape(b *testing.B) {
 			b.Run(fmt.Sprintf("pods=%d/per-pod=%t", n, perPod), func(b *testing.B) {
 				reg := prometheus.NewRegistry()
 				labels := Labels{Pod: []string{"app"}}
-				reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s, "v0"))
+				reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s))
 				var pp *PerPod
 				if perPod {
 					pp = NewPerPod(s, labels)

@@ -1,19 +1,19 @@
 package collectors
 
 import (
-	"runtime"
-	"runtime/debug"
-
 	"github.com/prometheus/client_golang/prometheus"
+	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
 	"github.com/podslo/podslo/store"
 )
 
 var (
+	// buildInfo is client_golang's version collector: its labels are the
+	// build's, stamped into prometheus/common/version by the Makefile.
 	buildInfo = &Family{
 		Name: "podslo_build_info", Type: "gauge", Stability: Alpha,
-		Help:   "Always 1; labels carry the podslo version and the Go version it was built with.",
-		Labels: labelList("version", "goversion"),
+		Help:   "A metric with a constant '1' value labeled by version, revision, branch, goversion from which podslo was built, and the goos and goarch for the build.",
+		Labels: labelList("branch", "goarch", "goos", "goversion", "revision", "tags", "version"),
 	}
 	informerEvents = &Family{
 		Name: "podslo_informer_events_total", Type: "counter", Stability: Alpha,
@@ -51,20 +51,23 @@ func NewInformerEvents() *prometheus.CounterVec {
 	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: informerEvents.Name, Help: informerEvents.Help}, informerEvents.Labels)
 }
 
-// Self exports the exporter's own health: build, store operations and size.
+// NewBuildInfo returns the podslo_build_info collector; register it on the
+// exporter's registry.
+func NewBuildInfo() prometheus.Collector {
+	return versioncollector.NewCollector("podslo")
+}
+
+// Self exports the exporter's own health: store operations and size.
 type Self struct {
-	store                                          *store.Store
-	version                                        string
-	build, operations, recoveries, tracked, sizeBy *prometheus.Desc
-	writable                                       *prometheus.Desc
+	store                                   *store.Store
+	operations, recoveries, tracked, sizeBy *prometheus.Desc
+	writable                                *prometheus.Desc
 }
 
 // NewSelf returns the self-metrics collector.
-func NewSelf(s *store.Store, version string) *Self {
+func NewSelf(s *store.Store) *Self {
 	return &Self{
 		store:      s,
-		version:    version,
-		build:      buildInfo.desc(Labels{}),
 		operations: storeOperations.desc(Labels{}),
 		recoveries: storeRecoveries.desc(Labels{}),
 		tracked:    storeTrackedPods.desc(Labels{}),
@@ -75,14 +78,13 @@ func NewSelf(s *store.Store, version string) *Self {
 
 // Describe implements prometheus.Collector.
 func (c *Self) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.build, c.operations, c.recoveries, c.tracked, c.sizeBy, c.writable} {
+	for _, d := range []*prometheus.Desc{c.operations, c.recoveries, c.tracked, c.sizeBy, c.writable} {
 		ch <- d
 	}
 }
 
 // Collect implements prometheus.Collector.
 func (c *Self) Collect(ch chan<- prometheus.Metric) {
-	ch <- prometheus.MustNewConstMetric(c.build, prometheus.GaugeValue, 1, c.version, runtime.Version())
 	stats := c.store.Stats()
 	for _, op := range store.Ops {
 		ch <- prometheus.MustNewConstMetric(c.operations, prometheus.CounterValue, float64(stats.Succeeded(op)), op.String(), "success")
@@ -98,12 +100,4 @@ func (c *Self) Collect(ch chan<- prometheus.Metric) {
 		writable = 1
 	}
 	ch <- prometheus.MustNewConstMetric(c.writable, prometheus.GaugeValue, writable)
-}
-
-// Version is podslo's module version, from the build info.
-func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/version"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -28,7 +29,7 @@ func (o *Options) Start(ctx context.Context) error {
 	}
 	log := o.Logger
 
-	cfg, err := serve.RestConfig(o.Kubeconfig, "podslo/"+podslocollectors.Version())
+	cfg, err := serve.RestConfig(o.Kubeconfig, "podslo/"+version.Version)
 	if err != nil {
 		return err
 	}
@@ -96,7 +97,8 @@ func (o *Options) Start(ctx context.Context) error {
 	reg.MustRegister(
 		podslocollectors.NewSLIs(st, labels, log),
 		podslocollectors.NewSkipped(st, log),
-		podslocollectors.NewSelf(st, podslocollectors.Version()),
+		podslocollectors.NewSelf(st),
+		podslocollectors.NewBuildInfo(),
 		events,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -114,7 +116,7 @@ func (o *Options) Start(ctx context.Context) error {
 	page := &landing{
 		table:      func() podslocollectors.Table { return podslocollectors.ClassTable(st, labels) },
 		ready:      pipe.Ready,
-		version:    podslocollectors.Version(),
+		version:    version.Version,
 		dashboards: o.DashboardsURL,
 		log:        log,
 	}
