@@ -15,15 +15,20 @@ export PODSLO_TESTBIN := $(TESTBIN)
 KWOK_VERSION := $(shell sed -n 's|^[[:space:]]*sigs.k8s.io/kwok \(v[^ ]*\).*|\1|p' hack/kwok/go.mod | head -n 1)
 KWOKBIN ?= $(TESTBIN)/kwok-$(KWOK_VERSION)
 export PODSLO_KWOKBIN := $(KWOKBIN)
+# helm (hack/helm) renders and lints charts/podslo in the chart tests;
+# versioned by helm's own version, under the same cache.
+HELM_VERSION := $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v4 \(v[^ ]*\).*|\1|p' hack/helm/go.mod | head -n 1)
+HELM ?= $(CACHE_HOME)/podslo/helm-$(HELM_VERSION)/helm
+export PODSLO_HELM := $(HELM)
 
-.PHONY: build test demo e2e unit testbin clusterbin kwokbin lint bench fuzz mixin mixin-check dashboard-lint clean
+.PHONY: build test demo e2e unit testbin clusterbin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean
 
 build:
 	$(GO) build -o bin/podslo .
 
 ## test: lint, build the real control plane if missing, run every test with -race.
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
-test: lint dashboard-lint testbin clusterbin kwokbin
+test: lint dashboard-lint testbin clusterbin kwokbin helmbin
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 	$(MAKE) e2e
 
@@ -75,12 +80,26 @@ $(KWOKBIN)/kwok $(KWOKBIN)/kwokctl:
 	@mkdir -p $(@D)
 	cd hack/kwok && $(GO) build -o $@.tmp sigs.k8s.io/kwok/cmd/$(@F) && mv $@.tmp $@
 
+## helmbin: helm, pinned in hack/helm, for the chart tests (about 2 minutes
+## cold on 2 cores). The version is stamped as helm's own release build does.
+helmbin: $(HELM)
+
+$(HELM):
+	@mkdir -p $(@D)
+	cd hack/helm && $(GO) build -trimpath -ldflags '-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' -o $@.tmp helm.sh/helm/v4/cmd/helm && mv $@.tmp $@
+
+## manifests: regenerate the kustomize bases deploy/exporter and deploy/agent
+## from charts/podslo; the chart tests fail while they are stale.
+manifests: helmbin
+	$(GO) generate ./charts
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/kwok && $(GO) mod tidy -diff
+	cd hack/helm && $(GO) mod tidy -diff
 	cd hack/scale && $(GO) mod tidy -diff && $(GO) vet ./...
 	cd dashboards/lint && $(GO) mod tidy -diff
 
