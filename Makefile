@@ -15,6 +15,11 @@ export PODSLO_TESTBIN := $(TESTBIN)
 KWOK_VERSION := $(shell sed -n 's|^[[:space:]]*sigs.k8s.io/kwok \(v[^ ]*\).*|\1|p' hack/kwok/go.mod | head -n 1)
 KWOKBIN ?= $(TESTBIN)/kwok-$(KWOK_VERSION)
 export PODSLO_KWOKBIN := $(KWOKBIN)
+# helm (hack/helm) renders and lints charts/podslo in the chart tests;
+# versioned by helm's own version, under the same cache.
+HELM_VERSION := $(shell sed -n 's|^[[:space:]]*helm.sh/helm/v4 \(v[^ ]*\).*|\1|p' hack/helm/go.mod | head -n 1)
+HELM ?= $(CACHE_HOME)/podslo/helm-$(HELM_VERSION)/helm
+export PODSLO_HELM := $(HELM)
 
 # The release build: a static binary (no cgo, so it runs on an empty or
 # distroless base), with paths trimmed and the build stamped into
@@ -42,7 +47,7 @@ IMAGE_SOURCE ?= https://github.com/podslo/podslo
 IMAGE_LICENSES ?= NOASSERTION
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build image image-test test demo e2e unit testbin clusterbin kwokbin lint bench fuzz mixin mixin-check dashboard-lint clean
+.PHONY: build image image-test test demo e2e unit testbin clusterbin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean
 
 build:
 	$(GOBUILD) -o bin/podslo .
@@ -65,7 +70,7 @@ image-test: image
 ## test: lint, build and check the image, build the real control plane if
 ## missing, run every test with -race.
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
-test: lint dashboard-lint image-test testbin clusterbin kwokbin
+test: lint dashboard-lint image-test testbin clusterbin kwokbin helmbin
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 	$(MAKE) e2e
 
@@ -117,12 +122,26 @@ $(KWOKBIN)/kwok $(KWOKBIN)/kwokctl:
 	@mkdir -p $(@D)
 	cd hack/kwok && $(GO) build -o $@.tmp sigs.k8s.io/kwok/cmd/$(@F) && mv $@.tmp $@
 
+## helmbin: helm, pinned in hack/helm, for the chart tests (about 2 minutes
+## cold on 2 cores). The version is stamped as helm's own release build does.
+helmbin: $(HELM)
+
+$(HELM):
+	@mkdir -p $(@D)
+	cd hack/helm && $(GO) build -trimpath -ldflags '-X helm.sh/helm/v4/internal/version.version=$(HELM_VERSION)' -o $@.tmp helm.sh/helm/v4/cmd/helm && mv $@.tmp $@
+
+## manifests: regenerate the kustomize bases deploy/exporter and deploy/agent
+## from charts/podslo; the chart tests fail while they are stale.
+manifests: helmbin
+	$(GO) generate ./charts
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/kwok && $(GO) mod tidy -diff
+	cd hack/helm && $(GO) mod tidy -diff
 	cd hack/scale && $(GO) mod tidy -diff && $(GO) vet ./...
 	cd hack/image && $(GO) mod tidy -diff && $(GO) vet ./...
 	cd dashboards/lint && $(GO) mod tidy -diff

@@ -21,6 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/podslo/podslo/internal/testenv"
 )
 
 // startAgent runs the agent in this process until the test ends and
@@ -74,14 +76,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func createNamespace(t *testing.T, c kubernetes.Interface, name string) {
 	t.Helper()
-	_, err := c.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	testenv.CreateNamespace(t, c, name, nil)
 }
 
 func createNode(t *testing.T, c kubernetes.Interface, name string) {
 	t.Helper()
-	_, err := c.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	testenv.CreateNode(t, c, name)
 }
 
 type podSpec struct {

@@ -15,7 +15,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -60,31 +59,7 @@ func applyShipped(t *testing.T, c kubernetes.Interface) {
 // token bound to nothing, which carries no node.
 func agentToken(t *testing.T, env *testenv.Env, pod *corev1.Pod) *rest.Config {
 	t.Helper()
-	c := env.Client
-	req := &authenticationv1.TokenRequest{}
-	if pod != nil {
-		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
-	}
-	tok, err := c.CoreV1().ServiceAccounts(agentNamespace).CreateToken(context.Background(), agentAccount, req, metav1.CreateOptions{})
-	require.NoError(t, err)
-	// Hundreds of access reviews would take a minute at client-go's
-	// default 5 requests per second.
-	return &rest.Config{Host: env.Config.Host, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}, QPS: 500, Burst: 500}
-}
-
-func clientFor(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	c, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	return c
-}
-
-// patchStable writes a Stable condition on a pod's status as the agent
-// does: a strategic-merge PATCH, an UPDATE of pods/status at admission.
-func patchStable(c kubernetes.Interface, ns, name string) error {
-	body := `{"status":{"conditions":[{"type":"podslo.io/Stable","status":"False","reason":"NotReady","lastTransitionTime":"2026-01-02T03:04:05Z"}]}}`
-	_, err := c.CoreV1().Pods(ns).Patch(context.Background(), name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status")
-	return err
+	return env.ServiceAccountConfig(t, agentNamespace, agentAccount, pod)
 }
 
 func TestSecurityBoundary(t *testing.T) {
@@ -102,7 +77,7 @@ func TestSecurityBoundary(t *testing.T) {
 	createPod(t, admin, "apps", podSpec{name: "web-b", node: "node-b"})
 	createPod(t, admin, "apps", podSpec{name: "probe-b", node: "node-b"})
 	tokenA := agentToken(t, env, agentA)
-	asAgentA := clientFor(t, tokenA)
+	asAgentA := testenv.ClientFor(t, tokenA)
 
 	t.Run("the pod-bound token names the node", func(t *testing.T) {
 		r, err := asAgentA.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
@@ -114,28 +89,28 @@ func TestSecurityBoundary(t *testing.T) {
 	// Policies take effect when the API server's policy informer has them:
 	// wait until a known-bad write is refused, on a pod kept for this.
 	require.Eventually(t, func() bool {
-		return apierrors.IsForbidden(patchStable(asAgentA, "apps", "probe-b"))
+		return apierrors.IsForbidden(testenv.PatchStableCondition(asAgentA, "apps", "probe-b"))
 	}, 30*time.Second, 50*time.Millisecond, "the admission policy never took effect")
 
 	t.Run("policy", func(t *testing.T) {
-		err := patchStable(asAgentA, "apps", "web-b")
+		err := testenv.PatchStableCondition(asAgentA, "apps", "web-b")
 		require.Error(t, err)
 		assert.True(t, apierrors.IsForbidden(err), "%v", err)
 		assert.EqualError(t, err, `pods "web-b" is forbidden: ValidatingAdmissionPolicy '`+policyName+`' with binding '`+policyName+`' denied request: `+
 			`the podslo agent of node "node-a" may not write the status of pod apps/web-b on node "node-b": an agent writes to pods on its own node only, and its token must be bound to its own pod`)
 
-		require.NoError(t, patchStable(asAgentA, "apps", "web-a"), "its own node's pod")
+		require.NoError(t, testenv.PatchStableCondition(asAgentA, "apps", "web-a"), "its own node's pod")
 		p, err := admin.CoreV1().Pods("apps").Get(ctx, "web-a", metav1.GetOptions{})
 		require.NoError(t, err)
 		cond, ok := stableOf(p)
 		require.True(t, ok)
 		assert.Equal(t, ReasonNotReady, cond.Reason)
 
-		err = patchStable(clientFor(t, agentToken(t, env, nil)), "apps", "web-a")
+		err = testenv.PatchStableCondition(testenv.ClientFor(t, agentToken(t, env, nil)), "apps", "web-a")
 		assert.True(t, apierrors.IsForbidden(err), "a token without a node: %v", err)
 		assert.ErrorContains(t, err, `the podslo agent of node "" may not write the status of pod apps/web-a on node "node-a"`)
 
-		assert.NoError(t, patchStable(admin, "apps", "web-b"), "the policy binds the agent only")
+		assert.NoError(t, testenv.PatchStableCondition(admin, "apps", "web-b"), "the policy binds the agent only")
 	})
 
 	t.Run("rbac", func(t *testing.T) {

@@ -161,12 +161,10 @@ func promRule(f RuleFile, name, toggle, source string) []byte {
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule
 metadata:
-  name: {{ .Release.Name }}-podslo-%s
+  name: {{ include "podslo.fullname" . }}-%s
   namespace: {{ .Release.Namespace }}
   labels:
-    app.kubernetes.io/name: podslo
-    app.kubernetes.io/instance: {{ .Release.Name }}
-    app.kubernetes.io/managed-by: {{ .Release.Service }}
+    {{- include "podslo.labels" . | nindent 4 }}
     {{- with .Values.monitoring.prometheusRule.labels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -231,9 +229,14 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.%%s: must not be empty" $field) }}
 {{- end }}
 {{- end }}
-{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $v.agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) }}
-{{- if $v.agentSelector }}
-{{- $_ := set $m "agentMatchers" (printf "%%s, " $v.agentSelector) }}
+{{- /* Without the agent (agent.enabled false), its alerts would fire forever. */}}
+{{- $agentSelector := "" }}
+{{- if and .Values.agent .Values.agent.enabled }}
+{{- $agentSelector = $v.agentSelector }}
+{{- end }}
+{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) }}
+{{- if $agentSelector }}
+{{- $_ := set $m "agentMatchers" (printf "%%s, " $agentSelector) }}
 {{- end }}`, quotedList(AlertLabels))
 
 	var names []string
@@ -446,7 +449,8 @@ monitoring:
   cluster: %s
   # Label matchers, without braces, of the exporter's and the agent's scrape
   # jobs; a cluster matcher may join them (job="podslo-exporter",cluster="a").
-  # An empty agentSelector leaves out the agent's alerts. PodsloAgentDownOnNode
+  # An empty agentSelector, or agent.enabled false, leaves out the agent's
+  # alerts. PodsloAgentDownOnNode
   # names the node from the agent targets' node label (a relabeling of
   # __meta_kubernetes_pod_node_name).
   exporterSelector: %s

@@ -61,8 +61,8 @@ func ruleFile(t *testing.T, raw []byte) RuleFile {
 func renderedRules(t *testing.T, args ...string) (rules, alerts RuleFile) {
 	t.Helper()
 	objs := charttest.Template(t, chartDir, args...)
-	return ruleFile(t, charttest.Find(t, objs, "PrometheusRule", "podslo-podslo-rules").Spec),
-		ruleFile(t, charttest.Find(t, objs, "PrometheusRule", "podslo-podslo-alerts").Spec)
+	return ruleFile(t, charttest.Find(t, objs, "PrometheusRule", "podslo-rules").Spec),
+		ruleFile(t, charttest.Find(t, objs, "PrometheusRule", "podslo-alerts").Spec)
 }
 
 // TestChartDefaults: with its default values the chart holds exactly the
@@ -70,20 +70,35 @@ func renderedRules(t *testing.T, args ...string) (rules, alerts RuleFile) {
 func TestChartDefaults(t *testing.T) {
 	objs := charttest.Template(t, chartDir)
 	for _, kind := range []string{"rules", "alerts"} {
-		obj := charttest.Find(t, objs, "PrometheusRule", "podslo-podslo-"+kind)
+		obj := charttest.Find(t, objs, "PrometheusRule", "podslo-"+kind)
 		assert.Equal(t, "monitoring", obj.Metadata.Namespace)
-		assert.Equal(t, map[string]string{"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm"}, obj.Metadata.Labels)
+		assert.Equal(t, map[string]string{"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/version": "0.1.0", "helm.sh/chart": "podslo-0.1.0"}, obj.Metadata.Labels)
 		raw, err := os.ReadFile("prometheus_" + kind + ".yaml")
 		require.NoError(t, err)
 		assert.Equal(t, ruleFile(t, raw), ruleFile(t, obj.Spec), kind)
 	}
 }
 
+// TestChartWithoutTheAgent: the chart's default leaves the agent out, and
+// with it its alerts, which absent() would otherwise fire forever.
+func TestChartWithoutTheAgent(t *testing.T) {
+	_, alerts := renderedRules(t, "--set", "agent.enabled=false")
+	var names []string
+	for _, g := range alerts.Groups {
+		for _, r := range g.Rules {
+			names = append(names, r.Alert)
+		}
+	}
+	assert.Contains(t, names, "PodsloExporterDown")
+	assert.NotContains(t, names, "PodsloAgentDown")
+	assert.NotContains(t, names, "PodsloAgentDownOnNode")
+}
+
 func TestChartToggles(t *testing.T) {
 	objs := charttest.Template(t, chartDir, "--set", "monitoring.prometheusRule.labels.release=kube-prometheus-stack",
 		"--set", "monitoring.prometheusRule.annotations.team=platform")
 	for _, kind := range []string{"rules", "alerts"} {
-		obj := charttest.Find(t, objs, "PrometheusRule", "podslo-podslo-"+kind)
+		obj := charttest.Find(t, objs, "PrometheusRule", "podslo-"+kind)
 		assert.Equal(t, "kube-prometheus-stack", obj.Metadata.Labels["release"], kind)
 		assert.Equal(t, map[string]string{"team": "platform"}, obj.Metadata.Annotations, kind)
 	}
@@ -91,8 +106,8 @@ func TestChartToggles(t *testing.T) {
 		set  string
 		want []string
 	}{
-		{"monitoring.rules.enabled=false", []string{"podslo-podslo-alerts"}},
-		{"monitoring.alerts.enabled=false", []string{"podslo-podslo-rules"}},
+		{"monitoring.rules.enabled=false", []string{"podslo-alerts"}},
+		{"monitoring.alerts.enabled=false", []string{"podslo-rules"}},
 	} {
 		var got []string
 		for _, o := range charttest.Template(t, chartDir, "--set", tc.set) {

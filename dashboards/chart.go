@@ -42,12 +42,10 @@ func ChartTemplate(spec *alerts.Spec, source string) ([]byte, error) {
 apiVersion: v1
 kind: ConfigMap
 metadata:
-  name: {{ .Release.Name }}-dashboard-%s
+  name: {{ include "podslo.fullname" . }}-dashboard-%s
   namespace: {{ $d.namespace | default .Release.Namespace }}
   labels:
-    app.kubernetes.io/name: podslo
-    app.kubernetes.io/instance: {{ .Release.Name }}
-    app.kubernetes.io/managed-by: {{ .Release.Service }}
+    {{- include "podslo.labels" . | nindent 4 }}
     {{ $d.label }}: {{ $d.labelValue | toString | quote }}
     {{- with $d.labels }}
     {{- toYaml . | nindent 4 }}

@@ -71,7 +71,7 @@ func TestChartDashboardMetadata(t *testing.T) {
 	for name, cm := range cms {
 		assert.Equal(t, "grafana", cm.Metadata.Namespace, name)
 		assert.Equal(t, map[string]string{
-			"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm",
+			"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/version": "0.1.0", "helm.sh/chart": "podslo-0.1.0",
 			"dashboards.example.com/grafana": "podslo", "team": "platform",
 		}, cm.Metadata.Labels, name)
 		assert.Equal(t, map[string]string{"grafana_folder": "podslo"}, cm.Metadata.Annotations, name)

@@ -83,7 +83,9 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 	saved := version.Version
 	t.Cleanup(func() { version.Version = saved })
 	version.Version = "0.0.0-landing"
-	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), DashboardsURL: dashboards})
+	// kata-4000 was scheduled more than the default max age (1h) before the
+	// exporter first sees it, which would make it a too_old skip.
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), DashboardsURL: dashboards, MaxObservationAge: 2 * time.Hour})
 
 	// Every sandbox becomes ready at base, after every pod below is
 	// created; a latency of s seconds is a PodScheduled s seconds earlier.

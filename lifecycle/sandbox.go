@@ -256,7 +256,15 @@ func (c *stepper) firstCreation(readyAt int64) {
 		return
 	}
 	if c.next.SeenLate {
-		c.next.Phases = c.next.Phases.With(PhaseSandbox)
+		c.phase(PhaseSandbox, scheduled.LastTransitionTime, readyAt)
+		if readyAt >= scheduled.LastTransitionTime && c.tooOld(readyAt) {
+			// Ready since before podslo's window: the per-pod series may
+			// show its latency, as for any pod ready that long. A recent
+			// readiness of a pod first seen late may be a re-created
+			// sandbox, whose time since scheduling is no creation.
+			c.next.SandboxCreation = readyAt - scheduled.LastTransitionTime
+			c.next.HasSandboxCreation = true
+		}
 		skip(TooOld)
 		return
 	}

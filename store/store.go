@@ -41,6 +41,10 @@ var (
 	// Options.MinFreeBytes: the write was refused before badger could
 	// touch its memory-mapped files, where a full disk is a SIGBUS.
 	ErrNoSpace = errors.New("state filesystem is full")
+	// ErrStateLoaded means the state, unreadable while the filesystem was
+	// full, has just been loaded: the change was computed against an empty
+	// state and must be computed again (the pod's next update or retry).
+	ErrStateLoaded = errors.New("state loaded now that space returned: compute the change again")
 )
 
 // Options configures a Store.
@@ -558,6 +562,8 @@ func (s *Store) ensureSpace() error {
 			}
 			s.unloaded = false
 			s.log.Info("State loaded once space returned", "dir", s.opts.Dir, "pods", len(s.pods))
+			// The change in hand was computed against the empty state.
+			return ErrStateLoaded
 		}
 	}
 	if time.Since(s.preallocatedAt) >= time.Second {

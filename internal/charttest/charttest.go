@@ -99,7 +99,10 @@ func (e *helmError) Error() string { return string(bytes.TrimSpace(e.stderr)) }
 
 func run(t testing.TB, chartDir string, args ...string) ([]byte, error) {
 	t.Helper()
-	cmd := exec.Command(Helm(t), append([]string{"template", "podslo", chartDir, "--namespace", "monitoring"}, args...)...)
+	// The agent is off by default, which leaves out its alerts; the mixin's
+	// tests compare the whole rule set, so they render with it on (args
+	// may turn it off again).
+	cmd := exec.Command(Helm(t), append([]string{"template", "podslo", chartDir, "--namespace", "monitoring", "--set", "agent.enabled=true"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

@@ -40,9 +40,14 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.%s: must not be empty" $field) }}
 {{- end }}
 {{- end }}
-{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $v.agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) }}
-{{- if $v.agentSelector }}
-{{- $_ := set $m "agentMatchers" (printf "%s, " $v.agentSelector) }}
+{{- /* Without the agent (agent.enabled false), its alerts would fire forever. */}}
+{{- $agentSelector := "" }}
+{{- if and .Values.agent .Values.agent.enabled }}
+{{- $agentSelector = $v.agentSelector }}
+{{- end }}
+{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) }}
+{{- if $agentSelector }}
+{{- $_ := set $m "agentMatchers" (printf "%s, " $agentSelector) }}
 {{- end }}
 {{- /* The latency thresholds a classic histogram can tell: its bucket bounds. */}}
 {{- $le := dict "500ms" `le=~"0\\.5"` "1s" `le=~"1(\\.0)?"` "2s" `le=~"2(\\.0)?"` "3s" `le=~"3(\\.0)?"` "4s" `le=~"4(\\.0)?"` "5s" `le=~"5(\\.0)?"` "6s" `le=~"6(\\.0)?"` "8s" `le=~"8(\\.0)?"` "10s" `le=~"10(\\.0)?"` "20s" `le=~"20(\\.0)?"` "30s" `le=~"30(\\.0)?"` "45s" `le=~"45(\\.0)?"` "1m" `le=~"60(\\.0)?"` "60s" `le=~"60(\\.0)?"` "2m" `le=~"120(\\.0)?"` "120s" `le=~"120(\\.0)?"` "3m" `le=~"180(\\.0)?"` "180s" `le=~"180(\\.0)?"` "4m" `le=~"240(\\.0)?"` "240s" `le=~"240(\\.0)?"` "5m" `le=~"300(\\.0)?"` "300s" `le=~"300(\\.0)?"` "6m" `le=~"360(\\.0)?"` "360s" `le=~"360(\\.0)?"` "8m" `le=~"480(\\.0)?"` "480s" `le=~"480(\\.0)?"` "10m" `le=~"600(\\.0)?"` "600s" `le=~"600(\\.0)?"` "15m" `le=~"900(\\.0)?"` "900s" `le=~"900(\\.0)?"` "20m" `le=~"1200(\\.0)?"` "1200s" `le=~"1200(\\.0)?"` "30m" `le=~"1800(\\.0)?"` "1800s" `le=~"1800(\\.0)?"` "45m" `le=~"2700(\\.0)?"` "2700s" `le=~"2700(\\.0)?"` "1h" `le=~"3600(\\.0)?"` "3600s" `le=~"3600(\\.0)?"` "60m" `le=~"3600(\\.0)?"` }}

@@ -1,0 +1,232 @@
+{{/*
+Names. fullname is <release>-podslo, or the release name alone when it
+already contains "podslo", so that release "podslo" gives podslo-exporter
+and podslo-agent, the names of deploy/.
+*/}}
+{{- define "podslo.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "podslo.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 50 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* 50 + "-exporter" stays within 63, the limit of a label value. */}}
+{{- define "podslo.exporter.fullname" -}}
+{{- printf "%s-exporter" (include "podslo.fullname" .) -}}
+{{- end -}}
+
+{{- define "podslo.agent.fullname" -}}
+{{- printf "%s-agent" (include "podslo.fullname" .) -}}
+{{- end -}}
+
+{{- define "podslo.exporter.serviceAccountName" -}}
+{{- if .Values.exporter.serviceAccount.create -}}
+{{- default (include "podslo.exporter.fullname" .) .Values.exporter.serviceAccount.name -}}
+{{- else -}}
+{{- required "exporter.serviceAccount.name: name the existing service account when exporter.serviceAccount.create is false" .Values.exporter.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "podslo.agent.serviceAccountName" -}}
+{{- if .Values.agent.serviceAccount.create -}}
+{{- default (include "podslo.agent.fullname" .) .Values.agent.serviceAccount.name -}}
+{{- else -}}
+{{- required "agent.serviceAccount.name: name the existing service account when agent.serviceAccount.create is false" .Values.agent.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Labels of every object; component labels come on top. */}}
+{{- define "podslo.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "podslo.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- with .Values.commonLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{- define "podslo.exporter.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "podslo.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: exporter
+{{- end -}}
+
+{{- define "podslo.agent.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "podslo.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: agent
+{{- end -}}
+
+{{- define "podslo.exporter.labels" -}}
+{{ include "podslo.labels" . }}
+app.kubernetes.io/component: exporter
+{{- end -}}
+
+{{- define "podslo.agent.labels" -}}
+{{ include "podslo.labels" . }}
+app.kubernetes.io/component: agent
+{{- end -}}
+
+{{- define "podslo.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+podslo.gomemlimit: 90% of a memory quantity, in bytes. GOMEMLIMIT takes
+bytes, not Kubernetes quantities, and a resourceFieldRef can give the limit
+but not a share of it. The schema admits only what this parses; fail is
+for a value that passed some other way.
+*/}}
+{{- define "podslo.gomemlimit" -}}
+{{- $q := toString .quantity -}}
+{{- if not (regexMatch "^[0-9]+(\\.[0-9]+)?(Ki|Mi|Gi|Ti|k|M|G|T)?$" $q) -}}
+{{- fail (printf "%s: %q is not a memory quantity this chart understands (a number with an optional suffix Ki, Mi, Gi, Ti, k, M, G or T)" .path $q) -}}
+{{- end -}}
+{{- $num := regexReplaceAll "[A-Za-z]+$" $q "" -}}
+{{- $unit := regexReplaceAll "^[0-9.]+" $q "" -}}
+{{- $mult := get (dict "" 1 "k" 1000 "M" 1000000 "G" 1000000000 "T" 1000000000000 "Ki" 1024 "Mi" 1048576 "Gi" 1073741824 "Ti" 1099511627776) $unit -}}
+{{- if contains "." $num -}}
+{{- printf "%d" (int64 (floor (divf (mulf (float64 $num) $mult 9) 10))) -}}
+{{- else -}}
+{{- printf "%d" (div (mul (int64 $num) $mult 9) 10) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Whether the metrics ports ask for basic auth. */}}
+{{- define "podslo.basicAuth" -}}
+{{- if .Values.web.basicAuth.users }}true{{ end -}}
+{{- end -}}
+
+{{/* The web config's mount, shared by the exporter and the agent. */}}
+{{- define "podslo.webConfigured" -}}
+{{- if or .Values.web.tls.enabled .Values.web.basicAuth.users }}true{{ end -}}
+{{- end -}}
+
+{{- define "podslo.webArgs" -}}
+{{- if include "podslo.webConfigured" . }}
+- --web.config.file=/etc/podslo/web/web-config.yml
+{{- end }}
+{{- end -}}
+
+{{- define "podslo.webVolumeMounts" -}}
+{{- if include "podslo.webConfigured" . }}
+- name: web-config
+  mountPath: /etc/podslo/web
+  readOnly: true
+{{- end }}
+{{- if .Values.web.tls.enabled }}
+- name: tls
+  mountPath: /etc/podslo/tls
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "podslo.webVolumes" -}}
+{{- if include "podslo.webConfigured" . }}
+- name: web-config
+  secret:
+    secretName: {{ include "podslo.fullname" . }}-web-config
+{{- end }}
+{{- if .Values.web.tls.enabled }}
+- name: tls
+  secret:
+    secretName: {{ .Values.web.tls.secretName }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Probes on /healthz and /readyz. Basic auth covers every path, and a
+kubelet probe carrying a password would put it in the pod spec: with users
+set, the probes only check the port.
+*/}}
+{{- define "podslo.probes" -}}
+{{- if include "podslo.basicAuth" . }}
+readinessProbe:
+  tcpSocket: {port: metrics}
+livenessProbe:
+  tcpSocket: {port: metrics}
+{{- else }}
+{{- $scheme := ternary "HTTPS" "HTTP" .Values.web.tls.enabled }}
+readinessProbe:
+  httpGet: {path: /readyz, port: metrics, scheme: {{ $scheme }}}
+livenessProbe:
+  httpGet: {path: /healthz, port: metrics, scheme: {{ $scheme }}}
+{{- end }}
+{{- end -}}
+
+{{/* The scrape settings of a ServiceMonitor or PodMonitor endpoint. */}}
+{{- define "podslo.scrapeSecurity" -}}
+{{- $root := .root -}}
+{{- if $root.Values.web.tls.enabled }}
+scheme: https
+tlsConfig:
+{{- if .tlsConfig }}
+  {{- toYaml .tlsConfig | nindent 2 }}
+{{- else }}
+  ca:
+    secret:
+      name: {{ $root.Values.web.tls.secretName }}
+      key: ca.crt
+  serverName: {{ default (printf "%s.%s.svc" (include "podslo.exporter.fullname" $root) $root.Release.Namespace) $root.Values.web.tls.serverName }}
+{{- end }}
+{{- else }}
+scheme: http
+{{- end }}
+{{- if include "podslo.basicAuth" $root }}
+basicAuth:
+  username:
+    name: {{ $root.Values.web.basicAuth.scrapeSecretName }}
+    key: username
+  password:
+    name: {{ $root.Values.web.basicAuth.scrapeSecretName }}
+    key: password
+{{- end }}
+{{- end -}}
+
+{{/*
+podslo.checks fails the render on settings that would deploy something
+broken or silently open.
+*/}}
+{{- define "podslo.checks" -}}
+{{- if and .Values.web.tls.enabled (not .Values.web.tls.secretName) -}}
+{{- fail "web.tls.secretName: name the kubernetes.io/tls Secret to serve when web.tls.enabled is true" -}}
+{{- end -}}
+{{- if and .Values.web.basicAuth.users (not .Values.web.basicAuth.scrapeSecretName) (or .Values.exporter.serviceMonitor.enabled (and .Values.agent.enabled .Values.agent.podMonitor.enabled)) -}}
+{{- fail "web.basicAuth.scrapeSecretName: name the Secret (keys username, password) Prometheus presents when web.basicAuth.users is set" -}}
+{{- end -}}
+{{- if and .Values.agent.enabled .Values.agent.nodeRestriction.enabled (semverCompare "<1.32.0-0" .Capabilities.KubeVersion.Version) -}}
+{{- fail (printf "agent.nodeRestriction: Kubernetes %s is older than 1.32, whose pod-bound service account tokens name their node; without that the admission policy cannot keep each agent to its own node's pods. Upgrade the cluster, or set agent.nodeRestriction.enabled=false and accept that every agent may write the status of every pod." .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Who scrapes, as a NetworkPolicy peer. */}}
+{{- define "podslo.prometheusPeer" -}}
+{{- $p := .Values.networkPolicy.prometheus -}}
+{{- if not (or $p.namespaceSelector $p.podSelector) -}}
+{{- fail "networkPolicy.prometheus: set namespaceSelector, podSelector or both, to say who scrapes" -}}
+{{- end -}}
+{{- with $p.namespaceSelector }}
+namespaceSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $p.podSelector }}
+podSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
