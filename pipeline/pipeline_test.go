@@ -73,7 +73,6 @@ func creations(st *store.Store) (count uint64, sum float64) {
 	return count, sum
 }
 
-
 func skipped(st *store.Store, sli, reason string) float64 {
 	var v float64
 	st.Aggregates(func(family string, labels []string, a *store.Aggregate) {
