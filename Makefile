@@ -47,8 +47,10 @@ IMAGE_SOURCE ?= https://github.com/podslo/podslo
 IMAGE_LICENSES ?= NOASSERTION
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build image image-test test demo e2e unit testbin clusterbin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean
+.PHONY: build image image-test test demo e2e unit testbin clusterbin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
 
+## build: bin/podslo, the release build (static, stamped with VERSION and the
+## commit). The default target.
 build:
 	$(GOBUILD) -o bin/podslo .
 
@@ -93,6 +95,8 @@ e2e: testbin clusterbin kwokbin
 unit:
 	$(GO) test -race -short ./...
 
+## testbin: etcd and kube-apiserver, pinned in hack/tools, for the tests that
+## need a real API server (about 5 minutes cold on 2 cores).
 testbin: $(TESTBIN)/etcd $(TESTBIN)/kube-apiserver
 
 # No file prerequisites on purpose: a fresh clone has new mtimes, and the
@@ -135,6 +139,8 @@ $(HELM):
 manifests: helmbin
 	$(GO) generate ./charts
 
+## lint: gofmt, go vet and go mod tidy -diff, in podslo and every separate
+## module (hack/*, dashboards/lint).
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
@@ -195,5 +201,11 @@ $(KSMBIN):
 	dir=$$(cd / && $(GO) mod download -json k8s.io/kube-state-metrics/v2@$(KSM_VERSION) | sed -n 's|^[[:space:]]*"Dir": "\(.*\)",$$|\1|p'); \
 	test -n "$$dir" && cd "$$dir" && $(GO) build -trimpath -o $@.tmp . && mv $@.tmp $@
 
+## clean: remove bin/. The caches of built binaries stay (see TESTBIN).
 clean:
 	rm -rf bin
+
+## help: list the targets and what they do (these ## comments).
+help:
+	@awk '/^## [A-Za-z0-9_-]+:/ { line = substr($$0, 4); name = line; sub(/:.*/, "", name); sub(/^[^:]*: */, "", line); printf "\n  %-15s %s\n", name, line; next } \
+	     /^## / { printf "  %-15s %s\n", "", substr($$0, 4) }' $(MAKEFILE_LIST)

@@ -74,7 +74,7 @@ type controller struct {
 	synced atomic.Bool
 
 	// probes runs the readiness probes of the node's annotated pods.
-	probes *prober
+	probes *probeWorkers
 }
 
 func newController(client kubernetes.Interface, o *Options, m *metrics, pm *probeMetrics, events eventrecord.EventRecorder) (*controller, error) {
@@ -110,7 +110,7 @@ func newController(client kubernetes.Interface, o *Options, m *metrics, pm *prob
 	if err := c.pods.AddIndexers(cache.Indexers{byController: indexByController}); err != nil {
 		return nil, fmt.Errorf("index pods by controller: %w", err)
 	}
-	c.probes = &prober{
+	c.probes = &probeWorkers{
 		node:       o.NodeName,
 		client:     client,
 		owner:      probeOwner,

@@ -6,7 +6,7 @@ import (
 	"github.com/podslo/podslo/agent/probe"
 )
 
-// The prober's metrics, all ALPHA.
+// The probe workers' metrics, all ALPHA.
 const (
 	probeDurationName = "podslo_agent_probe_duration_seconds"
 	probeDurationHelp = "Duration of readiness probes, by probe type (http, tcp, grpc) and result (success, failure, timeout)."
@@ -42,7 +42,7 @@ type probeMetrics struct {
 	writes *metrics
 }
 
-// newProbeMetrics registers the prober's metrics on reg, every series
+// newProbeMetrics registers the probe workers' metrics on reg, every series
 // present from the start so that rate() sees the first probe.
 func newProbeMetrics(reg prometheus.Registerer, writes *metrics) *probeMetrics {
 	m := &probeMetrics{

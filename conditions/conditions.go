@@ -105,25 +105,10 @@ func IsPodTrue(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
 	return ok && c.Status == corev1.ConditionTrue
 }
 
-// Get returns a copy of the condition of type t, so that callers cannot write
-// through it and bypass ownership.
-func Get(conds []metav1.Condition, t string) (metav1.Condition, bool) {
-	for _, c := range conds {
-		if c.Type == t {
-			return c, true
-		}
-	}
-	return metav1.Condition{}, false
-}
-
-// IsTrue treats a missing condition as not true.
-func IsTrue(conds []metav1.Condition, t string) bool {
-	c, ok := Get(conds, t)
-	return ok && c.Status == metav1.ConditionTrue
-}
-
 // Owner is the only way to write conditions, so that a condition type the
-// caller does not own is never touched. The zero Owner owns nothing.
+// caller does not own is never touched. The zero Owner owns nothing. It
+// writes pod conditions only: podslo has no object with metav1.Condition
+// status, which apimachinery's meta.SetStatusCondition would serve.
 //
 // Its methods change the slice in place: pass a copy, never an object from an
 // informer cache, which other readers share.
@@ -213,58 +198,6 @@ func (o Owner) RemovePod(pod *corev1.Pod, t corev1.PodConditionType) (bool, erro
 	n := len(pod.Status.Conditions)
 	pod.Status.Conditions = slices.DeleteFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == t })
 	return len(pod.Status.Conditions) != n, nil
-}
-
-// Set writes cond into conds and reports whether anything changed, so that
-// callers can skip no-op writes. ObservedGeneration comes from generation, the
-// .metadata.generation of the object the condition was computed from, and
-// LastTransitionTime from now.
-func (o Owner) Set(conds *[]metav1.Condition, cond metav1.Condition, generation int64, now metav1.Time) (bool, error) {
-	if err := o.checkOwned(cond.Type); err != nil {
-		return false, err
-	}
-	if err := validate(cond.Type, string(cond.Status), cond.Reason); err != nil {
-		return false, err
-	}
-	i := slices.IndexFunc(*conds, func(c metav1.Condition) bool { return c.Type == cond.Type })
-	if i < 0 {
-		*conds = append(*conds, metav1.Condition{
-			Type:               cond.Type,
-			Status:             cond.Status,
-			ObservedGeneration: generation,
-			LastTransitionTime: transitionTime(metav1.Time{}, "", string(cond.Status), now),
-			Reason:             cond.Reason,
-			Message:            cond.Message,
-		})
-		return true, nil
-	}
-	prev := (*conds)[i]
-	next := metav1.Condition{
-		Type:               cond.Type,
-		Status:             cond.Status,
-		ObservedGeneration: generation,
-		LastTransitionTime: transitionTime(prev.LastTransitionTime, string(prev.Status), string(cond.Status), now),
-		Reason:             cond.Reason,
-		Message:            cond.Message,
-	}
-	if next.Status == prev.Status && next.ObservedGeneration == prev.ObservedGeneration &&
-		next.LastTransitionTime.Equal(&prev.LastTransitionTime) &&
-		next.Reason == prev.Reason && next.Message == prev.Message {
-		return false, nil
-	}
-	(*conds)[i] = next
-	return true, nil
-}
-
-// Remove deletes the condition of type t from conds and reports whether it
-// was there.
-func (o Owner) Remove(conds *[]metav1.Condition, t string) (bool, error) {
-	if err := o.checkOwned(t); err != nil {
-		return false, err
-	}
-	n := len(*conds)
-	*conds = slices.DeleteFunc(*conds, func(c metav1.Condition) bool { return c.Type == t })
-	return len(*conds) != n, nil
 }
 
 // deleteDirective is how a strategic-merge patch removes one element of a

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/podslo/podslo/agent"
-	"github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/exporter"
+	"github.com/podslo/podslo/internal/classtable"
 )
 
 // Start runs the demo until ctx ends, then tears everything down: the
@@ -185,8 +185,8 @@ func (o *Options) liveTable(ctx context.Context, ep Endpoints) {
 	}
 }
 
-func fetchTable(ctx context.Context, url string) (collectors.Table, error) {
-	var t collectors.Table
+func fetchTable(ctx context.Context, url string) (classtable.Table, error) {
+	var t classtable.Table
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return t, err

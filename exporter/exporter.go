@@ -13,6 +13,7 @@ import (
 
 	podslocollectors "github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/pipeline"
@@ -114,7 +115,7 @@ func (o *Options) Start(ctx context.Context) error {
 	}
 	handler := serve.Mux(podslocollectors.Handler(reg, perPod, log), pipe.Ready)
 	page := &landing{
-		table:      func() podslocollectors.Table { return podslocollectors.ClassTable(st, labels) },
+		table:      func() classtable.Table { return classtable.FromStore(st, labels.Histogram) },
 		ready:      pipe.Ready,
 		version:    version.Version,
 		dashboards: o.DashboardsURL,

@@ -9,7 +9,7 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/internal/classtable"
 )
 
 //go:embed landing.html
@@ -18,14 +18,14 @@ var landingHTML string
 // landingTemplate escapes every value, class names included: they come from
 // the cluster's objects, not from podslo.
 var landingTemplate = template.Must(template.New("landing").
-	Funcs(template.FuncMap{"seconds": collectors.FormatSeconds}).
+	Funcs(template.FuncMap{"seconds": classtable.FormatSeconds}).
 	Parse(landingHTML))
 
 // landing serves what a person opening the exporter's address sees, in the
 // manner of Prometheus exporters' landing pages, and the same per-class
 // table as JSON for `podslo demo` and other clients.
 type landing struct {
-	table      func() collectors.Table
+	table      func() classtable.Table
 	ready      func() bool
 	version    string
 	dashboards string
@@ -42,7 +42,7 @@ func (l *landing) register(mux *http.ServeMux) {
 type landingData struct {
 	Version       string
 	Ready         bool
-	Rows          []collectors.ClassRow
+	Rows          []classtable.Row
 	DashboardsURL string
 }
 

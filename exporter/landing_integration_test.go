@@ -18,7 +18,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/testenv"
 )
 
@@ -141,7 +141,7 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 			return false
 		}
 		defer resp.Body.Close()
-		var table collectors.Table
+		var table classtable.Table
 		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" ||
 			json.NewDecoder(resp.Body).Decode(&table) != nil {
 			return false

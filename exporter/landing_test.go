@@ -16,7 +16,7 @@ import (
 	"golang.org/x/net/html"
 	"golang.org/x/net/html/atom"
 
-	"github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/serve"
 )
 
@@ -103,7 +103,7 @@ func wantLinks(dashboards string) map[string]string {
 
 // rowsText renders rows for comparison: readable diffs, quantiles to the
 // nanosecond, and NaN equal to NaN.
-func rowsText(tb collectors.Table) []string {
+func rowsText(tb classtable.Table) []string {
 	out := make([]string, 0, len(tb.Rows))
 	for _, r := range tb.Rows {
 		out = append(out, fmt.Sprintf("%s %s count=%d p50=%.9f p90=%.9f p99=%.9f recreations=%d pending=%d",
@@ -114,12 +114,12 @@ func rowsText(tb collectors.Table) []string {
 
 // landingServer serves table through the exporter's own mux, with a
 // /metrics that says so.
-func landingServer(t *testing.T, table collectors.Table, ready bool, dashboards string) *httptest.Server {
+func landingServer(t *testing.T, table classtable.Table, ready bool, dashboards string) *httptest.Server {
 	t.Helper()
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metrics\n") })
 	mux := serve.Mux(metrics, func() bool { return ready })
 	page := &landing{
-		table:      func() collectors.Table { return table },
+		table:      func() classtable.Table { return table },
 		ready:      func() bool { return ready },
 		version:    "v1.2.3",
 		dashboards: dashboards,
@@ -143,10 +143,10 @@ func get(t *testing.T, method, url string) (*http.Response, string) {
 	return resp, string(body)
 }
 
-var sampleTable = collectors.Table{Rows: []collectors.ClassRow{
-	{Label: collectors.RuntimeClassLabel, Class: "kata", Count: 3, P50: 25, P90: 3600, P99: 3600, Recreations: 2, Pending: 1},
-	{Label: collectors.RuntimeClassLabel, Class: `<script>alert("x")</script>`, P50: math.NaN(), P90: math.NaN(), P99: math.NaN(), Pending: 1},
-	{Label: collectors.StorageClassLabel, Class: "fast,slow", Count: 12, P50: 0.25, P90: 1.23, P99: 75.4},
+var sampleTable = classtable.Table{Rows: []classtable.Row{
+	{Label: classtable.RuntimeClassLabel, Class: "kata", Count: 3, P50: 25, P90: 3600, P99: 3600, Recreations: 2, Pending: 1},
+	{Label: classtable.RuntimeClassLabel, Class: `<script>alert("x")</script>`, P50: math.NaN(), P90: math.NaN(), P99: math.NaN(), Pending: 1},
+	{Label: classtable.StorageClassLabel, Class: "fast,slow", Count: 12, P50: 0.25, P90: 1.23, P99: 75.4},
 }}
 
 func TestLandingPage(t *testing.T) {
@@ -183,7 +183,7 @@ func TestLandingPage(t *testing.T) {
 }
 
 func TestLandingPageWhileSyncing(t *testing.T) {
-	srv := landingServer(t, collectors.Table{Rows: []collectors.ClassRow{}}, false, "/grafana/dashboards")
+	srv := landingServer(t, classtable.Table{Rows: []classtable.Row{}}, false, "/grafana/dashboards")
 	_, body := get(t, http.MethodGet, srv.URL+"/")
 	p := parsePage(t, strings.NewReader(body))
 	assert.Contains(t, p.text, "The informer caches have not synced yet: the table is incomplete.")
@@ -204,7 +204,7 @@ func TestClassesAPI(t *testing.T) {
 		{"label": "runtime_class", "class": "<script>alert(\"x\")</script>", "count": 0, "p50_seconds": null, "p90_seconds": null, "p99_seconds": null, "recreations": 0, "pending": 1},
 		{"label": "storage_class", "class": "fast,slow", "count": 12, "p50_seconds": 0.25, "p90_seconds": 1.23, "p99_seconds": 75.4, "recreations": 0, "pending": 0}
 	]}`, body)
-	var back collectors.Table
+	var back classtable.Table
 	require.NoError(t, json.Unmarshal([]byte(body), &back))
 	assert.Equal(t, rowsText(sampleTable), rowsText(back))
 }

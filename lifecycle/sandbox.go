@@ -4,7 +4,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // DefaultSandboxConditionTypes are the condition types that mark a ready
@@ -12,174 +11,6 @@ import (
 var DefaultSandboxConditionTypes = []corev1.PodConditionType{
 	corev1.PodReadyToStartContainers,
 	"PodHasNetwork",
-}
-
-// Defaults of Config.
-const (
-	DefaultMaxObservationAge      = time.Hour
-	DefaultSandboxCreationTimeout = 5 * time.Minute
-)
-
-// Config tunes Step.
-type Config struct {
-	// SandboxConditionTypes are looked up in order and the first one present
-	// on the pod is the sandbox condition. Default DefaultSandboxConditionTypes.
-	SandboxConditionTypes []corev1.PodConditionType
-	// MaxObservationAge: an event that happened longer ago than this when
-	// podslo first sees it is remembered but not observed, so that
-	// installing podslo in an old cluster does not flood the histograms with
-	// stale start-ups. Default DefaultMaxObservationAge.
-	MaxObservationAge time.Duration
-	// SandboxCreationTimeout: a scheduled pod whose sandbox is still not
-	// ready after this long counts once as a creation timeout. Default
-	// DefaultSandboxCreationTimeout.
-	SandboxCreationTimeout time.Duration
-	// StableConditionType is the condition podslo's agent writes when a
-	// pod has been Ready for minReadySeconds. Default
-	// DefaultStableConditionType.
-	StableConditionType corev1.PodConditionType
-}
-
-// DefaultStableConditionType is the default for Config.StableConditionType.
-const DefaultStableConditionType corev1.PodConditionType = "podslo.io/Stable"
-
-func (c *Config) stableType() corev1.PodConditionType {
-	if c.StableConditionType == "" {
-		return DefaultStableConditionType
-	}
-	return c.StableConditionType
-}
-
-// Kind is the kind of an Observation.
-type Kind uint8
-
-const (
-	// SandboxCreated is the first sandbox of a pod becoming ready; Seconds is
-	// its latency from PodScheduled.
-	SandboxCreated Kind = iota
-	// SandboxRecreated is a later sandbox becoming ready after the first one
-	// was lost (node or VM crash). It has no latency: KEP-3085 notes that the
-	// start of a re-creation is not visible in the conditions.
-	SandboxRecreated
-	// SandboxTimedOut is a sandbox not ready within the creation timeout.
-	SandboxTimedOut
-	// SandboxExcluded is a creation or a timeout left out of the SLI because
-	// the pod's own spec was at fault (a missing Secret or ConfigMap).
-	SandboxExcluded
-	// Terminated is a pod's sandbox going away after its deletion request;
-	// Seconds is the latency, OverGrace whether it exceeded the grace period.
-	Terminated
-	// BecameReady is the first Ready; Seconds is its latency from the newest
-	// container start.
-	BecameReady
-	// PhaseDone is one start-up phase; Phase says which.
-	PhaseDone
-	// Stabilized is the first Stable; Seconds is its latency from the
-	// first Ready.
-	Stabilized
-	// StabilityLost is a Stable=True pod turning Stable=False.
-	StabilityLost
-)
-
-// Observation is one new SLI data point.
-type Observation struct {
-	Kind      Kind
-	Seconds   float64
-	Phase     Phase
-	OverGrace bool
-}
-
-// Outcome lists what a Step found new. Both slices are nil when nothing is,
-// which is the common case and allocates nothing.
-type Outcome struct {
-	Observations []Observation
-	Skips        []Skip
-}
-
-// Empty reports whether the outcome holds nothing to record.
-func (o Outcome) Empty() bool { return len(o.Observations) == 0 && len(o.Skips) == 0 }
-
-func (o *Outcome) observe(obs Observation) { o.Observations = append(o.Observations, obs) }
-
-// Step derives the next State of a pod from its current object. It is pure:
-// the same now, pod and prev always give the same result, and pod is not
-// modified. When the returned State equals prev, nothing needs to be stored.
-func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
-	next := prev
-	var out Outcome
-	c := stepper{now: now.Unix(), pod: pod, cfg: cfg, next: &next, out: &out}
-	c.scheduling()
-	if prev.Scheduled == 0 && next.Scheduled != 0 && c.tooOld(next.Scheduled) {
-		// First sight of a pod scheduled longer ago than the max age (a new
-		// install, a state lost, or podslo down that long): whatever its
-		// conditions show now may be a re-created sandbox or a restarted
-		// container, not its start-up. Only what happens from now on counts.
-		next.SeenLate = true
-	}
-	c.sandbox()
-	c.initialized()
-	c.readiness()
-	c.stability()
-	c.termination()
-	return next, out
-}
-
-// stepper carries one Step's inputs and outputs through the SLIs.
-type stepper struct {
-	now  int64
-	pod  *Pod
-	cfg  *Config
-	next *State
-	out  *Outcome
-}
-
-// skipOnce counts a skip once per pod, SLI and reason.
-func (c *stepper) skipOnce(s Skip) {
-	if c.next.Skipped.Has(s) {
-		return
-	}
-	c.next.Skipped = c.next.Skipped.With(s)
-	c.out.Skips = append(c.out.Skips, s)
-}
-
-// tooOld reports whether an event at t happened longer ago than the max age.
-func (c *stepper) tooOld(t int64) bool {
-	return c.now-t > int64(c.cfg.maxAge()/time.Second)
-}
-
-// startupTooOld is tooOld for the start-up SLIs, which a pod first seen
-// late never gets: its start-up happened before podslo could see it.
-func (c *stepper) startupTooOld(t int64) bool {
-	return c.next.SeenLate || c.tooOld(t)
-}
-
-// phase observes one start-up phase from start to end, once.
-func (c *stepper) phase(p Phase, start, end int64) {
-	if c.next.Phases.Has(p) || start == 0 || end == 0 {
-		return
-	}
-	c.next.Phases = c.next.Phases.With(p)
-	switch {
-	case end < start:
-		c.skipOnce(Skip{StartupPhase, NegativeDuration})
-	case c.startupTooOld(end):
-		c.skipOnce(Skip{StartupPhase, TooOld})
-	default:
-		c.out.observe(Observation{Kind: PhaseDone, Phase: p, Seconds: float64(end - start)})
-	}
-}
-
-// scheduling remembers when the pod was scheduled and observes the
-// scheduling phase.
-func (c *stepper) scheduling() {
-	s := c.pod.Condition(corev1.PodScheduled)
-	if s == nil || s.Status != corev1.ConditionTrue || s.LastTransitionTime == 0 {
-		return
-	}
-	if c.next.Scheduled == 0 {
-		c.next.Scheduled = s.LastTransitionTime
-	}
-	c.phase(PhaseScheduling, unix(c.pod.CreationTimestamp), s.LastTransitionTime)
 }
 
 func (c *stepper) sandbox() {
@@ -355,28 +186,9 @@ func (c *Config) sandboxTypes() []corev1.PodConditionType {
 	return c.SandboxConditionTypes
 }
 
-func (c *Config) maxAge() time.Duration {
-	if c.MaxObservationAge <= 0 {
-		return DefaultMaxObservationAge
-	}
-	return c.MaxObservationAge
-}
-
 func (c *Config) timeout() time.Duration {
 	if c.SandboxCreationTimeout <= 0 {
 		return DefaultSandboxCreationTimeout
 	}
 	return c.SandboxCreationTimeout
-}
-
-// unix is t in Unix seconds, or 0 for the zero time (whose Unix() is not 0).
-func unix(t metav1.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.Unix()
-}
-
-func validStatus(s corev1.ConditionStatus) bool {
-	return s == corev1.ConditionTrue || s == corev1.ConditionFalse || s == corev1.ConditionUnknown
 }

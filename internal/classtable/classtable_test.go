@@ -1,4 +1,4 @@
-package collectors
+package classtable
 
 import (
 	"bytes"
@@ -20,6 +20,17 @@ import (
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/store"
 )
+
+func newStore(t *testing.T) *store.Store {
+	t.Helper()
+	s, err := store.Open(store.Options{Dir: store.InMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// histogramLabels stand for the exporter's --histogram-label names.
+var histogramLabels = []string{"team"}
 
 // quantileCases are classic histograms over bounds 1, 2, 4, 8 (and +Inf)
 // with the quantile histogram_quantile gives, worked out by hand.
@@ -118,8 +129,8 @@ func rowsText(tb Table) []string {
 
 func TestClassTable(t *testing.T) {
 	s := newStore(t)
-	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram)
-	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram)
+	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, histogramLabels)
+	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, histogramLabels)
 	n := 0
 	apply := func(c store.Change) {
 		t.Helper()
@@ -176,18 +187,18 @@ func TestClassTable(t *testing.T) {
 		"storage_class fast count=1 p50=9.000000000 p90=9.800000000 p99=9.980000000 recreations=0 pending=0",
 		"storage_class fast,slow count=2 p50=45.000000000 p90=3600.000000000 p99=3600.000000000 recreations=1 pending=0",
 		"storage_class none count=3 p50=1.500000000 p90=2.700000000 p99=2.970000000 recreations=2 pending=3",
-	}, rowsText(ClassTable(s, labels)))
+	}, rowsText(FromStore(s, histogramLabels)))
 }
 
 func TestClassTableOfAnEmptyStore(t *testing.T) {
-	tb := ClassTable(newStore(t), Labels{})
+	tb := FromStore(newStore(t), nil)
 	b, err := json.Marshal(tb)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"rows": []}`, string(b), "an empty list, not null, for clients that iterate")
 }
 
 func TestClassTableJSON(t *testing.T) {
-	tb := Table{Rows: []ClassRow{
+	tb := Table{Rows: []Row{
 		{Label: RuntimeClassLabel, Class: "kata", Count: 3, P50: 1.5, P90: 9.8, P99: 3600, Recreations: 1, Pending: 2},
 		{Label: StorageClassLabel, Class: "none", P50: math.NaN(), P90: math.NaN(), P99: math.NaN(), Pending: 1},
 	}}
@@ -204,7 +215,7 @@ func TestClassTableJSON(t *testing.T) {
 }
 
 func TestWriteText(t *testing.T) {
-	tb := Table{Rows: []ClassRow{
+	tb := Table{Rows: []Row{
 		{Label: RuntimeClassLabel, Class: "kata", Count: 1234, P50: 1.23, P90: 9.8, P99: 3600, Recreations: 5, Pending: 2},
 		{Label: RuntimeClassLabel, Class: "runc", Count: 7, P50: 0.25, P90: 0.4999, P99: 75.4, Pending: 0},
 		{Label: StorageClassLabel, Class: "fast,slow", P50: math.NaN(), P90: math.NaN(), P99: math.NaN(), Pending: 1},

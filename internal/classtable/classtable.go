@@ -1,4 +1,4 @@
-package collectors
+package classtable
 
 import (
 	"cmp"
@@ -17,7 +17,7 @@ import (
 	"github.com/podslo/podslo/store"
 )
 
-// Values of ClassRow.Label: the class dimension a row is a value of.
+// Values of Row.Label: the class dimension a row is a value of.
 const (
 	RuntimeClassLabel = "runtime_class"
 	StorageClassLabel = "storage_class"
@@ -29,12 +29,12 @@ const (
 // covers everything observed since the state began, as the cumulative
 // series on /metrics do, not a recent window.
 type Table struct {
-	Rows []ClassRow `json:"rows"`
+	Rows []Row `json:"rows"`
 }
 
-// ClassRow sums the series of one class value over the other class
+// Row sums the series of one class value over the other class
 // dimension and over the --histogram-label dimensions.
-type ClassRow struct {
+type Row struct {
 	// Label is RuntimeClassLabel or StorageClassLabel.
 	Label string
 	// Class is the label value, as on /metrics: a pod whose PVCs have
@@ -54,9 +54,9 @@ type ClassRow struct {
 	Pending uint64
 }
 
-// classRowJSON is ClassRow on the wire: JSON has no NaN, so a missing
+// rowJSON is Row on the wire: JSON has no NaN, so a missing
 // quantile is null.
-type classRowJSON struct {
+type rowJSON struct {
 	Label       string   `json:"label"`
 	Class       string   `json:"class"`
 	Count       uint64   `json:"count"`
@@ -68,14 +68,14 @@ type classRowJSON struct {
 }
 
 // MarshalJSON writes a missing (non-finite) quantile as null.
-func (r ClassRow) MarshalJSON() ([]byte, error) {
+func (r Row) MarshalJSON() ([]byte, error) {
 	seconds := func(v float64) *float64 {
 		if math.IsNaN(v) || math.IsInf(v, 0) {
 			return nil
 		}
 		return &v
 	}
-	return json.Marshal(classRowJSON{
+	return json.Marshal(rowJSON{
 		Label: r.Label, Class: r.Class, Count: r.Count,
 		P50: seconds(r.P50), P90: seconds(r.P90), P99: seconds(r.P99),
 		Recreations: r.Recreations, Pending: r.Pending,
@@ -84,8 +84,8 @@ func (r ClassRow) MarshalJSON() ([]byte, error) {
 
 // UnmarshalJSON reads a null quantile back as NaN, so that a client of
 // /api/v1/classes gets the Table the exporter computed.
-func (r *ClassRow) UnmarshalJSON(b []byte) error {
-	var w classRowJSON
+func (r *Row) UnmarshalJSON(b []byte) error {
+	var w rowJSON
 	if err := json.Unmarshal(b, &w); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (r *ClassRow) UnmarshalJSON(b []byte) error {
 		}
 		return *p
 	}
-	*r = ClassRow{
+	*r = Row{
 		Label: w.Label, Class: w.Class, Count: w.Count,
 		P50: seconds(w.P50), P90: seconds(w.P90), P99: seconds(w.P99),
 		Recreations: w.Recreations, Pending: w.Pending,
@@ -111,13 +111,13 @@ type classSums struct {
 	pending     uint64
 }
 
-// ClassTable computes the Table from the store's aggregates and live pods.
-// labels.Histogram must be the exporter's --histogram-label names: series
+// FromStore computes the Table from the store's aggregates and live pods.
+// histogramLabels must be the exporter's --histogram-label names: series
 // persisted under another set are left out, as /metrics leaves them out.
 // Like the collectors, it never calls the API server.
-func ClassTable(st *store.Store, labels Labels) Table {
-	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram)
-	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram)
+func FromStore(st *store.Store, histogramLabels []string) Table {
+	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, histogramLabels)
+	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, histogramLabels)
 	bounds := st.Buckets()
 
 	type key struct{ label, class string }
@@ -169,9 +169,9 @@ func ClassTable(st *store.Store, labels Labels) Table {
 		}
 	})
 
-	t := Table{Rows: make([]ClassRow, 0, len(sums))}
+	t := Table{Rows: make([]Row, 0, len(sums))}
 	for k, s := range sums {
-		t.Rows = append(t.Rows, ClassRow{
+		t.Rows = append(t.Rows, Row{
 			Label: k.label, Class: k.class, Count: s.count,
 			P50:         bucketQuantile(0.5, bounds, s.buckets),
 			P90:         bucketQuantile(0.9, bounds, s.buckets),
@@ -180,7 +180,7 @@ func ClassTable(st *store.Store, labels Labels) Table {
 			Pending:     s.pending,
 		})
 	}
-	slices.SortFunc(t.Rows, func(a, b ClassRow) int {
+	slices.SortFunc(t.Rows, func(a, b Row) int {
 		return cmp.Or(cmp.Compare(a.Label, b.Label), cmp.Compare(a.Class, b.Class))
 	})
 	return t

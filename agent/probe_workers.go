@@ -36,17 +36,17 @@ const (
 	// writes, and an API server that hangs must not freeze its pod's gate.
 	writeTimeout = 10 * time.Second
 	// writeRetry spaces the retries of a failed write. Without it a 100 ms
-	// prober would PATCH ten times a second into an API server outage.
+	// probe would PATCH ten times a second into an API server outage.
 	writeRetry = time.Second
 	// maxMessage bounds the condition message: a probe error can quote a
 	// response, and a pod's status is written back on every update.
 	maxMessage = 1024
 )
 
-// prober runs the readiness probes of one node's pods, one worker goroutine
-// per pod whose annotation asks for one, and writes each result that flips
-// the gate condition.
-type prober struct {
+// probeWorkers runs the readiness probes of one node's pods, one worker
+// goroutine per pod whose annotation asks for one, and writes each result
+// that flips the gate condition. The probing itself is package probe's.
+type probeWorkers struct {
 	node       string
 	client     kubernetes.Interface
 	owner      conditions.Owner
@@ -109,7 +109,7 @@ func (w *probeWorker) same(o *probeWorker) bool {
 // observe is the informer's handler: it decides, from the pod alone, which
 // worker the pod needs, and starts or stops workers to match. It never calls
 // the API server itself.
-func (p *prober) observe(obj any) {
+func (p *probeWorkers) observe(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		p.forget(tomb.Key)
 		return
@@ -161,7 +161,7 @@ func (p *prober) observe(obj any) {
 
 // plan returns the worker the pod needs now, or the error that makes its
 // probe invalid, or neither when nothing is to be probed yet.
-func (p *prober) plan(pod *corev1.Pod) (*probeWorker, error) {
+func (p *probeWorkers) plan(pod *corev1.Pod) (*probeWorker, error) {
 	annotation, ok := pod.Annotations[probe.Annotation]
 	if !ok {
 		return nil, nil
@@ -196,7 +196,7 @@ func (p *prober) plan(pod *corev1.Pod) (*probeWorker, error) {
 	return w, nil
 }
 
-func (p *prober) startLocked(key string, w *probeWorker) {
+func (p *probeWorkers) startLocked(key string, w *probeWorker) {
 	ctx, cancel := context.WithCancel(p.ctx)
 	w.cancel, w.done = cancel, make(chan struct{})
 	p.workers[key] = w
@@ -212,7 +212,7 @@ func (p *prober) startLocked(key string, w *probeWorker) {
 // stopLocked cancels the pod's worker without waiting for it: a worker in
 // the middle of a write finishes it, and the write is refused if the pod is
 // gone.
-func (p *prober) stopLocked(key string) {
+func (p *probeWorkers) stopLocked(key string) {
 	w := p.workers[key]
 	if w == nil {
 		return
@@ -232,7 +232,7 @@ func (p *prober) stopLocked(key string) {
 	}
 }
 
-func (p *prober) forget(key string) {
+func (p *probeWorkers) forget(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.stopLocked(key)
@@ -240,7 +240,7 @@ func (p *prober) forget(key string) {
 	delete(p.waiting, key)
 }
 
-func (p *prober) deleted(obj any) {
+func (p *probeWorkers) deleted(obj any) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return
@@ -252,7 +252,7 @@ func (p *prober) deleted(obj any) {
 // its probe does not run: an Event with the exact field errors, and the
 // gate condition False so that the pod never turns Ready on a probe nobody
 // runs.
-func (p *prober) reportLocked(key string, pod *corev1.Pod, invalid error) {
+func (p *probeWorkers) reportLocked(key string, pod *corev1.Pod, invalid error) {
 	r := reportedProbe{uid: pod.UID, annotation: pod.Annotations[probe.Annotation], err: invalid.Error()}
 	if p.reported[key] == r {
 		return
@@ -285,7 +285,7 @@ func (p *prober) reportLocked(key string, pod *corev1.Pod, invalid error) {
 // run probes until ctx ends. The first probe waits for the initial delay
 // after the container started; later ones run every period, and a probe
 // never outlives its timeout, which is at most the period.
-func (p *prober) run(ctx context.Context, key string, w *probeWorker) {
+func (p *probeWorkers) run(ctx context.Context, key string, w *probeWorker) {
 	period := w.probe.Period
 	first := w.startedAt.Add(w.probe.InitialDelay)
 	if now := time.Now(); now.Sub(p.started) < period {
@@ -393,7 +393,7 @@ var errGone = errors.New("pod gone")
 // condition the wrong lastTransitionTime. No resourceVersion precondition:
 // the agent is the only writer of this type, and a conflict with the
 // kubelet's frequent status writes would only delay the gate.
-func (p *prober) write(ctx context.Context, key string, uid types.UID, written *corev1.PodCondition, want corev1.PodCondition, at time.Time) (corev1.PodCondition, error) {
+func (p *probeWorkers) write(ctx context.Context, key string, uid types.UID, written *corev1.PodCondition, want corev1.PodCondition, at time.Time) (corev1.PodCondition, error) {
 	obj, ok, err := p.pods.GetByKey(key)
 	if err != nil {
 		return corev1.PodCondition{}, fmt.Errorf("get pod %s from cache: %w", key, err)
@@ -435,7 +435,7 @@ func (p *prober) write(ctx context.Context, key string, uid types.UID, written *
 
 // begin lets workers start; pod events before it are ignored, and the
 // informer's initial list, which comes after, brings every pod again.
-func (p *prober) begin(ctx context.Context) {
+func (p *probeWorkers) begin(ctx context.Context) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.ctx, p.started = ctx, time.Now()
@@ -443,7 +443,7 @@ func (p *prober) begin(ctx context.Context) {
 
 // stop cancels every worker and waits for them; the agent calls it after
 // its context ended.
-func (p *prober) stop() {
+func (p *probeWorkers) stop() {
 	p.mu.Lock()
 	for key := range p.workers {
 		p.stopLocked(key)
