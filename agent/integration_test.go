@@ -20,8 +20,8 @@ import (
 
 // lateBound is how long after its deadline a pod may become Stable: the
 // timer fires at the deadline, then one PATCH and one watch event, well
-// under a second on an idle machine (docs/benchmarks.md measures it). A
-// loaded CI machine running -race can stall any of them, so the bound only
+// under a second on an idle machine (assertOnTime logs it). A loaded CI
+// machine running -race can stall any of them, so the bound only
 // catches a write that never comes on its own; the count of writes is what
 // these tests hold exact.
 const lateBound = 5 * time.Second

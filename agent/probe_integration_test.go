@@ -284,10 +284,10 @@ func agentEvents(t require.TestingT, c kubernetes.Interface, ns, pod string) []s
 
 // gateBound is how late a gate change may arrive after the health change
 // that causes it. A change takes a few probe periods, a PATCH and a watch
-// event, well under a second on an idle machine (docs/benchmarks.md
-// measures it), but a loaded CI machine running -race can stall any of
-// them: the bound only catches a change that never comes on its own. What
-// these tests hold exact is one write per transition.
+// event, well under a second on an idle machine (assertWithin logs it),
+// but a loaded CI machine running -race can stall any of them: the bound
+// only catches a change that never comes on its own. What these tests hold
+// exact is one write per transition.
 const gateBound = 5 * time.Second
 
 // assertWithin checks that a gate change arrived no later than gateBound
