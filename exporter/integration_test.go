@@ -235,9 +235,16 @@ func (l *logLines) wait(t *testing.T, parts ...string) {
 // eventuallyMetrics polls /metrics until the named families equal want.
 func eventuallyMetrics(t *testing.T, url, want string, names ...string) {
 	t.Helper()
+	eventuallyMetricsWithin(t, 30*time.Second, url, want, names...)
+}
+
+// eventuallyMetricsWithin polls /metrics for up to wait until the named
+// families equal want.
+func eventuallyMetricsWithin(t *testing.T, wait time.Duration, url, want string, names ...string) {
+	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NoError(c, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(want), names...))
-	}, 30*time.Second, 50*time.Millisecond, "metrics never matched")
+	}, wait, 50*time.Millisecond, "metrics never matched")
 }
 
 var kubeletBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
