@@ -289,8 +289,20 @@ type agentMetrics struct {
 	timed uint64
 }
 
-func scrape(t *testing.T, url string) agentMetrics {
-	t.Helper()
+// helper marks t as a helper when it is a *testing.T or *testing.B; a
+// condition of require.EventuallyWithT passes an *assert.CollectT, which
+// has no Helper.
+func helper(t require.TestingT) {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
+}
+
+// scrape reads the agent's /metrics. It takes a require.TestingT so that a
+// condition of require.EventuallyWithT can call it with its CollectT: a
+// failed request then fails that tick only, not the test.
+func scrape(t require.TestingT, url string) agentMetrics {
+	helper(t)
 	resp, err := http.Get(url + "/metrics")
 	require.NoError(t, err)
 	defer resp.Body.Close()
@@ -310,6 +322,7 @@ func scrape(t *testing.T, url string) agentMetrics {
 		}
 	}
 	require.Contains(t, fams, durationName)
+	require.Len(t, fams[durationName].GetMetric(), 1)
 	m.timed = fams[durationName].GetMetric()[0].GetHistogram().GetSampleCount()
 	return m
 }

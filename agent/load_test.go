@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -82,9 +83,10 @@ func BenchmarkAgentProbeLoad(b *testing.B) {
 		return sample{probes: probes, patches: m.writes[resultSuccess] + m.writes[resultError] + m.writes[resultForbidden], cpu: testenv.CPUTime(b), at: time.Now()}
 	}
 	// Every pod probed, and the first True of each written.
-	require.Eventually(b, func() bool {
-		m := scrapeProbes(b, url)
-		return m.workers == pods && m.writes[resultSuccess] >= pods
+	require.EventuallyWithT(b, func(c *assert.CollectT) {
+		m := scrapeProbes(c, url)
+		assert.Equal(c, float64(pods), m.workers)
+		assert.GreaterOrEqual(c, m.writes[resultSuccess], float64(pods))
 	}, time.Minute, 100*time.Millisecond, "not every pod probed and written")
 	b.ResetTimer()
 	from := read()

@@ -166,7 +166,9 @@ func TestSecurityBoundary(t *testing.T) {
 		url := startAgent(t, Options{NodeName: "node-b", restConfig: tokenA})
 		fresh := createPod(t, admin, "apps", podSpec{name: "fresh-b", node: "node-b"})
 		kubelet(t, admin, fresh, kubeletStatus{ready: true, readySince: now()})
-		require.Eventually(t, func() bool { return scrape(t, url).writes[resultForbidden] >= 1 }, 20*time.Second, 20*time.Millisecond)
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.GreaterOrEqual(c, scrape(c, url).writes[resultForbidden], float64(1))
+		}, 30*time.Second, 20*time.Millisecond)
 		assert.Zero(t, scrape(t, url).writes[resultSuccess])
 		p, err := admin.CoreV1().Pods("apps").Get(ctx, "fresh-b", metav1.GetOptions{})
 		require.NoError(t, err)

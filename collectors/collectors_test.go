@@ -153,12 +153,16 @@ func TestPerPodEscapesLabelValues(t *testing.T) {
 	var buf bytes.Buffer
 	require.NoError(t, NewPerPod(s, Labels{Pod: []string{"x"}}).Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
 	fams := parseText(t, buf.String())
+	require.Contains(t, fams, "podslo_pod_sandbox_recreations_total")
+	require.Len(t, fams["podslo_pod_sandbox_recreations_total"].GetMetric(), 1)
 	got := fams["podslo_pod_sandbox_recreations_total"].GetMetric()[0]
+	var values []string
 	for _, l := range got.GetLabel() {
 		if l.GetName() == "label_x" {
-			assert.Equal(t, "a\\b\"c\nd", l.GetValue(), "round-trips through the text parser")
+			values = append(values, l.GetValue())
 		}
 	}
+	assert.Equal(t, []string{"a\\b\"c\nd"}, values, "label_x present once and round-trips through the text parser")
 }
 
 func TestHandlerServesBothAndGzip(t *testing.T) {
@@ -197,7 +201,11 @@ func TestHandlerServesBothAndGzip(t *testing.T) {
 		body := rec.Body.String()
 		assert.True(t, strings.HasSuffix(body, "# EOF\n"))
 		assert.Equal(t, 1, strings.Count(body, "# EOF"))
-		assert.Less(t, strings.Index(body, "podslo_sandbox_creation_duration_seconds"), strings.Index(body, "podslo_pod_sandbox_creation_seconds"))
+		aggregate := strings.Index(body, "podslo_sandbox_creation_duration_seconds")
+		perPod := strings.Index(body, "podslo_pod_sandbox_creation_seconds")
+		require.GreaterOrEqual(t, aggregate, 0, "the aggregated family is served")
+		require.GreaterOrEqual(t, perPod, 0, "the per-pod family is served")
+		assert.Less(t, aggregate, perPod)
 	})
 }
 

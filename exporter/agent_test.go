@@ -67,9 +67,11 @@ func TestAgentAndExporterTogether(t *testing.T) {
 	eventuallyValue(t, url, "podslo_pod_stable_transitions_total", map[string]string{"to": "false"}, 1)
 	got, err := c.CoreV1().Pods("stable").Get(ctx, "web", metav1.GetOptions{})
 	require.NoError(t, err)
+	var stable []string
 	for _, cond := range got.Status.Conditions {
 		if cond.Type == "podslo.io/Stable" {
-			assert.Equal(t, "NotReady", cond.Reason)
+			stable = append(stable, string(cond.Status)+"/"+cond.Reason)
 		}
 	}
+	assert.Equal(t, []string{"False/NotReady"}, stable, "exactly one Stable condition, False with reason NotReady")
 }

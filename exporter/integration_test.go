@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -153,7 +154,9 @@ func runExporter(t *testing.T, opts Options) string {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	opts.listener = lis
-	opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- opts.Start(ctx) }()
@@ -189,18 +192,67 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// logLines keeps every line the exporter logged, and sends them to t.Log,
+// so that a test can wait for what the exporter says it did.
+type logLines struct {
+	t     *testing.T
+	mu    sync.Mutex
+	lines []string
+}
+
+func newLogLines(t *testing.T) *logLines { return &logLines{t: t} }
+
+// logger is a debug-level text logger writing to l.
+func (l *logLines) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func (l *logLines) Write(p []byte) (int, error) {
+	line := strings.TrimRight(string(p), "\n")
+	l.t.Log(line)
+	l.mu.Lock()
+	l.lines = append(l.lines, line)
+	l.mu.Unlock()
+	return len(p), nil
+}
+
+// matching returns the lines that contain every one of parts.
+func (l *logLines) matching(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// wait waits until a line contains every one of parts.
+func (l *logLines) wait(t *testing.T, parts ...string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NotEmpty(c, l.matching(parts...)) },
+		30*time.Second, 10*time.Millisecond, "no log line with %q", parts)
+}
+
 // eventuallyMetrics polls /metrics until the named families equal want.
 func eventuallyMetrics(t *testing.T, url, want string, names ...string) {
 	t.Helper()
-	var last error
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		if last = testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(want), names...); last == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("metrics never matched: %v", last)
+	eventuallyMetricsWithin(t, 30*time.Second, url, want, names...)
+}
+
+// eventuallyMetricsWithin polls /metrics for up to wait until the named
+// families equal want.
+func eventuallyMetricsWithin(t *testing.T, wait time.Duration, url, want string, names ...string) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NoError(c, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(want), names...))
+	}, wait, 50*time.Millisecond, "metrics never matched")
 }
 
 var kubeletBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
@@ -374,22 +426,19 @@ podslo_pod_sandbox_recreations_total{%[8]s} 0
 // given labels has value v.
 func eventuallyValue(t *testing.T, url, family string, labels map[string]string, v float64) {
 	t.Helper()
-	var last string
-	require.Eventually(t, func() bool {
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
-		if err != nil || fams[family] == nil {
-			last = fmt.Sprint(err)
-			return false
-		}
+		fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(c, url, "text/plain")))
+		require.NoError(c, err)
+		require.Contains(c, fams, family)
 		for _, m := range fams[family].GetMetric() {
 			if hasLabels(m, labels) {
-				last = m.String()
-				return m.GetGauge().GetValue() == v || m.GetCounter().GetValue() == v
+				assert.True(c, m.GetGauge().GetValue() == v || m.GetCounter().GetValue() == v, "%s", m)
+				return
 			}
 		}
-		return false
-	}, 30*time.Second, 50*time.Millisecond, "no %s%v = %v (last: %s)", family, labels, v, last)
+		assert.Fail(c, "no series with these labels")
+	}, 30*time.Second, 50*time.Millisecond, "no %s%v = %v", family, labels, v)
 }
 
 func hasLabels(m *dto.Metric, labels map[string]string) bool {
@@ -405,8 +454,13 @@ func hasLabels(m *dto.Metric, labels map[string]string) bool {
 	return true
 }
 
-func scrapeText(t *testing.T, url, accept string) string {
-	t.Helper()
+// scrapeText reads /metrics. It takes a require.TestingT so that a
+// condition of require.EventuallyWithT can call it with its CollectT: a
+// failed request then fails that tick only, not the test.
+func scrapeText(t require.TestingT, url, accept string) string {
+	if h, ok := t.(interface{ Helper() }); ok {
+		h.Helper()
+	}
 	req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
 	require.NoError(t, err)
 	req.Header.Set("Accept", accept)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -179,7 +180,9 @@ func TestRestartDuringTermination(t *testing.T) {
 	// not vanish.
 	zero := int64(0)
 	require.NoError(t, c.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
-	require.Eventually(t, func() bool { return !strings.Contains(scrapeText(t, third.url, "text/plain"), `pod="leaving"`) }, 30*time.Second, 50*time.Millisecond)
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.NotContains(c, scrapeText(c, third.url, "text/plain"), `pod="leaving"`)
+	}, 30*time.Second, 50*time.Millisecond)
 	require.NotContains(t, scrapeText(t, third.url, "text/plain"), `reason="vanished"`)
 }
 

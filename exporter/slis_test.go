@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,7 +65,9 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	ctx := context.Background()
 	const ns = "slis"
 	createNamespace(t, c, ns)
-	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second, timeoutCheckInterval: 100 * time.Millisecond})
+	logs := newLogLines(t)
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second, timeoutCheckInterval: 100 * time.Millisecond,
+		Logger: logs.logger()})
 
 	// running creates a pod whose sandbox became ready 2s after it was
 	// scheduled, in the past, so that deleting it now comes after: the test
@@ -113,15 +116,24 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	}
 
 	// A sandbox that never comes, and one blocked by a missing ConfigMap
-	// that later recovers.
+	// that later recovers. The blocked pod is scheduled only once the
+	// exporter has recorded its user error: scheduled first, its 2s
+	// creation timeout would race the event informer, and a slow event
+	// would count it as a timeout. The exporter logs the user error under
+	// the lock every pod update takes, so the update that schedules the pod
+	// is handled after it.
 	stuck := createPod(t, c, ns, podSpec{name: "stuck", team: "a"})
 	kubelet(t, c, stuck, condAt(corev1.PodScheduled, corev1.ConditionTrue, stuck.CreationTimestamp.Time), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, stuck.CreationTimestamp.Time))
 	blocked := createPod(t, c, ns, podSpec{name: "blocked", team: "a"})
-	bct := blocked.CreationTimestamp.Time
-	kubelet(t, c, blocked, condAt(corev1.PodScheduled, corev1.ConditionTrue, bct), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, bct))
 	failedMount(t, c, blocked, `MountVolume.SetUp failed for volume "config" : configmap "app-config" not found`)
-	// A FailedMount that is not the pod author's fault changes nothing.
+	logs.wait(t, `msg="Pod blocked by a missing Secret or ConfigMap, left out of the sandbox SLIs"`, "uid="+string(blocked.UID))
+	bct := time.Now().Truncate(time.Second)
+	kubelet(t, c, blocked, condAt(corev1.PodScheduled, corev1.ConditionTrue, bct), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, bct))
+	// A FailedMount that is not the pod author's fault changes nothing;
+	// both events are seen before the metrics are compared.
 	failedMount(t, c, stuck, `MountVolume.SetUp failed for volume "pvc-1" : rpc error: code = Internal desc = mount failed`)
+	eventuallyValue(t, url, "podslo_informer_events_total", map[string]string{"resource": "events", "event": "add"}, 2)
+	assert.Empty(t, logs.matching("uid="+string(stuck.UID), "Secret or ConfigMap"), "the stuck pod's FailedMount is no user error")
 	eventuallyMetrics(t, url, `
 # HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
 # TYPE podslo_sandbox_creation_pending_pods gauge
