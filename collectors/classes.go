@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -111,13 +112,19 @@ type classSums struct {
 	pending     uint64
 }
 
+// The families the class table reads.
+var (
+	creationFamily    = sli.MustByStore("sandbox_creation")
+	recreationsFamily = sli.MustByStore("sandbox_recreations")
+)
+
 // ClassTable computes the Table from the store's aggregates and live pods.
 // labels.Histogram must be the exporter's --histogram-label names: series
 // persisted under another set are left out, as /metrics leaves them out.
 // Like the collectors, it never calls the API server.
 func ClassTable(st *store.Store, labels Labels) Table {
-	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram)
-	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram)
+	creation := creationFamily.ID(labels.Histogram)
+	recreations := recreationsFamily.ID(labels.Histogram)
 	bounds := st.Buckets()
 
 	type key struct{ label, class string }

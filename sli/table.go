@@ -268,6 +268,19 @@ func PerPod() []*PodSeries { return table.podSeries }
 // Families returns the metric families of every SLI, in table order.
 func Families() []*Family { return table.families }
 
+// MustByStore returns the aggregate kept under store family name, for
+// code that reads one family (the landing page's class table). It panics
+// when there is none: call it when a package loads, so any test catches a
+// rename.
+func MustByStore(name string) *Aggregate {
+	for _, a := range table.aggregates {
+		if a.Store == name {
+			return a
+		}
+	}
+	panic(fmt.Sprintf("sli: no aggregate has store family %q", name))
+}
+
 // Family is the metric family a declares.
 func (a *Aggregate) Family() *Family { return a.family }
 

@@ -51,6 +51,11 @@ func TestDerivedFamilies(t *testing.T) {
 	assert.Len(t, Families(), len(Aggregates())+len(PerPod()))
 }
 
+func TestMustByStore(t *testing.T) {
+	assert.Equal(t, "podslo_sandbox_recreations_total", MustByStore("sandbox_recreations").Name)
+	assert.PanicsWithValue(t, `sli: no aggregate has store family "nope"`, func() { MustByStore("nope") })
+}
+
 func TestDeriveRejects(t *testing.T) {
 	value := func(*lifecycle.State, int64) (float64, bool) { return 0, false }
 	for name, tc := range map[string]struct {
