@@ -115,9 +115,9 @@ type Pipeline struct {
 	log      *slog.Logger
 	synced   atomic.Bool
 	syncedCh chan struct{}
-	// families are the store family IDs of sli's aggregates under the
-	// configured histogram label names.
-	families map[*sli.Aggregate]string
+	// routes are, by lifecycle.Kind, the aggregates an observation feeds
+	// and their store family IDs under the configured histogram labels.
+	routes [][]route
 
 	// mu serializes every read-modify-write of a pod's state: the watch
 	// handlers and the periodic loops run on their own goroutines.
@@ -176,8 +176,8 @@ func New(st *store.Store, opts Options) (*Pipeline, error) {
 		names = append(names, h.Name)
 	}
 	p := &Pipeline{store: st, opts: opts, log: opts.Logger, syncedCh: make(chan struct{}),
-		families: familyIDs(names),
-		failed:   map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
+		routes: routes(names),
+		failed: map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
 	if st != nil {
 		p.apply = st.Apply
 	}
@@ -500,7 +500,11 @@ func (p *Pipeline) change(uid types.UID, next lifecycle.State, out lifecycle.Out
 		change.Add = append(change.Add, store.Sample{Family: family, Labels: labels, Value: 1})
 	}
 	for _, o := range out.Observations {
-		for _, a := range sli.ForKind(o.Kind) {
+		if int(o.Kind) >= len(p.routes) {
+			continue
+		}
+		for _, r := range p.routes[o.Kind] {
+			a := r.aggregate
 			if a.When != nil && !a.When(o) {
 				continue
 			}
@@ -511,9 +515,9 @@ func (p *Pipeline) change(uid types.UID, next lifecycle.State, out lifecycle.Out
 				labels = dims()
 			}
 			if a.Type == sli.Histogram {
-				observe(p.families[a], labels, o.Seconds)
+				observe(r.id, labels, o.Seconds)
 			} else {
-				count(p.families[a], labels)
+				count(r.id, labels)
 			}
 		}
 	}
@@ -561,14 +565,24 @@ func (p *Pipeline) meta(pod *lifecycle.Pod) *store.PodMeta {
 	return m
 }
 
-// familyIDs are the store family IDs of sli's aggregates under the
-// configured histogram label names.
-func familyIDs(histogramLabels []string) map[*sli.Aggregate]string {
-	families := map[*sli.Aggregate]string{}
+// route is an aggregate an observation feeds, and its store family ID.
+type route struct {
+	aggregate *sli.Aggregate
+	id        string
+}
+
+// routes indexes sli's aggregates by the kind that feeds them, with their
+// store family IDs under the configured histogram label names: change runs
+// for every observation, so it looks up a slice, not the table.
+func routes(histogramLabels []string) [][]route {
+	var out [][]route
 	for _, a := range sli.Aggregates() {
-		families[a] = a.ID(histogramLabels)
+		for int(a.Kind) >= len(out) {
+			out = append(out, nil)
+		}
+		out[a.Kind] = append(out[a.Kind], route{aggregate: a, id: a.ID(histogramLabels)})
 	}
-	return families
+	return out
 }
 
 func klogRef(p *lifecycle.Pod) string { return p.Namespace + "/" + p.Name }
