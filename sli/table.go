@@ -192,7 +192,6 @@ const FamilySkipped = "skipped"
 // derived is what the rest of podslo reads of Table.
 type derived struct {
 	aggregates []*Aggregate
-	byKind     map[lifecycle.Kind][]*Aggregate
 	podSeries  []*PodSeries
 	families   []*Family
 }
@@ -209,7 +208,7 @@ func mustDerive(t []SLI) *derived {
 
 // derive checks the table and builds what is derived from it.
 func derive(t []SLI) (*derived, error) {
-	d := &derived{byKind: map[lifecycle.Kind][]*Aggregate{}}
+	d := &derived{}
 	stores := map[string]bool{FamilySkipped: true}
 	names := map[string]bool{}
 	for _, s := range t {
@@ -233,7 +232,6 @@ func derive(t []SLI) (*derived, error) {
 			}
 			a.family = &Family{Name: a.Name, Type: a.Type, Help: a.Help, Labels: labels, Stability: a.Stability, HistogramLabels: true}
 			d.aggregates = append(d.aggregates, a)
-			d.byKind[a.Kind] = append(d.byKind[a.Kind], a)
 			d.families = append(d.families, a.family)
 		}
 		for _, p := range s.PerPod {
@@ -258,9 +256,6 @@ func derive(t []SLI) (*derived, error) {
 
 // Aggregates returns every aggregated family, in table order.
 func Aggregates() []*Aggregate { return table.aggregates }
-
-// ForKind returns the aggregated families an observation of kind k feeds.
-func ForKind(k lifecycle.Kind) []*Aggregate { return table.byKind[k] }
 
 // PerPod returns every per-pod family, in table order.
 func PerPod() []*PodSeries { return table.podSeries }

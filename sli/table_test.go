@@ -9,6 +9,18 @@ import (
 	"github.com/podslo/podslo/lifecycle"
 )
 
+// forKind returns the aggregates an observation of kind k feeds, in the
+// order the pipeline writes them.
+func forKind(k lifecycle.Kind) []*Aggregate {
+	var out []*Aggregate
+	for _, a := range Aggregates() {
+		if a.Kind == k {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // TestForKind pins which store families each observation kind feeds, and
 // how: a histogram observes the latency, a counter counts one.
 func TestForKind(t *testing.T) {
@@ -27,7 +39,7 @@ func TestForKind(t *testing.T) {
 		{lifecycle.StabilityLost, []string{"stable_transitions counter"}},
 	} {
 		var got []string
-		for _, a := range ForKind(tc.kind) {
+		for _, a := range forKind(tc.kind) {
 			got = append(got, a.Store+" "+a.Type.String())
 		}
 		assert.Equal(t, tc.want, got, "kind %d", tc.kind)
@@ -35,11 +47,11 @@ func TestForKind(t *testing.T) {
 }
 
 func TestDerivedFamilies(t *testing.T) {
-	phase := ForKind(lifecycle.PhaseDone)[0]
+	phase := forKind(lifecycle.PhaseDone)[0]
 	assert.Equal(t, []string{"runtime_class", "storage_class", "phase"}, phase.Family().Labels)
 	assert.True(t, phase.Family().HistogramLabels)
 	assert.Equal(t, "init", phase.LabelValue(lifecycle.Observation{Kind: lifecycle.PhaseDone, Phase: lifecycle.PhaseInit}))
-	over := ForKind(lifecycle.Terminated)[1]
+	over := forKind(lifecycle.Terminated)[1]
 	assert.True(t, over.When(lifecycle.Observation{OverGrace: true}))
 	assert.False(t, over.When(lifecycle.Observation{}))
 	assert.Equal(t, "startup_phase{tier,team}", phase.ID([]string{"tier", "team"}))
