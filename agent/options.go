@@ -14,14 +14,17 @@ import (
 	"github.com/podslo/podslo/agent/probe"
 	"github.com/podslo/podslo/conditions"
 	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/lifecycle"
 )
 
 // Defaults of Options.
 const (
 	// DefaultListenAddress is one port above the exporter's, so that both
 	// can run on one host.
-	DefaultListenAddress       = ":8081"
-	DefaultStableConditionType = "podslo.io/Stable"
+	DefaultListenAddress = ":8081"
+	// DefaultStableConditionType is the condition the exporter observes
+	// by default: one constant for both.
+	DefaultStableConditionType = lifecycle.DefaultStableConditionType
 	// DefaultProbeConditionType is the readiness gate a pod lists to be
 	// made Ready by the agent's probe.
 	DefaultProbeConditionType = "podslo.io/ProbeReady"

@@ -7,18 +7,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
-// aggregateFamily ties a metric family to the store family it reads.
-type aggregateFamily struct {
-	*Family
-	store string
+// sandboxCreationPending is computed from the pods' state at scrape time,
+// not from observations, so it is not in sli.Table.
+var sandboxCreationPending = &sli.Family{
+	Name: "podslo_sandbox_creation_pending_pods", Type: sli.Gauge, Stability: sli.Alpha,
+	Help:   "Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.",
+	Labels: labelList("runtime_class", "storage_class", "user_error"),
 }
 
+// aggregateDesc is an aggregated family's descriptor with its type, as
+// node_exporter's typedDesc.
 type aggregateDesc struct {
-	desc      *prometheus.Desc
-	histogram bool
+	desc *prometheus.Desc
+	typ  sli.Type
 }
 
 // SLIs exports the aggregated SLI series persisted in the store, and the
@@ -32,11 +37,9 @@ type SLIs struct {
 
 // NewSLIs returns the SLI collector over s.
 func NewSLIs(s *store.Store, labels Labels, log *slog.Logger) *SLIs {
-	c := &SLIs{store: s, log: log, byStore: map[string]aggregateDesc{}, pending: sandboxCreationPending.desc(Labels{})}
-	for _, group := range [][]aggregateFamily{sandboxAggregates, terminationAggregates, readinessAggregates, stabilityAggregates} {
-		for _, f := range group {
-			c.byStore[lifecycle.FamilyID(f.store, labels.Histogram)] = aggregateDesc{desc: f.desc(labels), histogram: f.Type == "histogram"}
-		}
+	c := &SLIs{store: s, log: log, byStore: map[string]aggregateDesc{}, pending: desc(sandboxCreationPending, Labels{})}
+	for _, a := range sli.Aggregates() {
+		c.byStore[a.ID(labels.Histogram)] = aggregateDesc{desc: desc(a.Family(), labels), typ: a.Type}
 	}
 	return c
 }
@@ -63,7 +66,7 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 			m   prometheus.Metric
 			err error
 		)
-		if d.histogram {
+		if d.typ == sli.Histogram {
 			m, err = newHistogramMetric(d.desc, bounds, agg, labels)
 		} else {
 			m, err = prometheus.NewConstMetricWithCreatedTimestamp(d.desc, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)

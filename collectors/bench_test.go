@@ -34,8 +34,8 @@ func BenchmarkScrape(b *testing.B) {
 				State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int64(i % 30), HasSandboxCreation: true,
 					FirstReady: 104, Readiness: int64(i % 5), HasReadiness: true},
 				Observe: []store.Sample{
-					{Family: lifecycle.FamilySandboxCreation, Labels: []string{rc, sc}, Value: float64(i % 30)},
-					{Family: lifecycle.FamilyReadiness, Labels: []string{rc, sc}, Value: float64(i % 5)},
+					{Family: "sandbox_creation", Labels: []string{rc, sc}, Value: float64(i % 30)},
+					{Family: "readiness", Labels: []string{rc, sc}, Value: float64(i % 5)},
 				},
 			})
 			if err != nil {

@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -41,8 +42,8 @@ var labels = Labels{Pod: []string{"app.kubernetes.io/name"}, Histogram: []string
 
 func populate(t *testing.T, s *store.Store) {
 	t.Helper()
-	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, labels.Histogram)
-	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, labels.Histogram)
+	creation := sli.FamilyID("sandbox_creation", labels.Histogram)
+	recreations := sli.FamilyID("sandbox_recreations", labels.Histogram)
 	meta := func(name, rc, sc string) *store.PodMeta {
 		return &store.PodMeta{Namespace: "ns", Name: name, Node: "n1", RuntimeClass: rc, StorageClass: sc, PodLabels: []string{name}, HistogramLabels: []string{"a"}}
 	}
@@ -61,14 +62,14 @@ func populate(t *testing.T, s *store.Store) {
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u3", Meta: meta("p3", "runc", "none"),
 		State: lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100},
-		Add:   []store.Sample{{Family: lifecycle.FamilySkipped, Labels: []string{"sandbox_creation", "negative_duration"}, Value: 1}},
+		Add:   []store.Sample{{Family: sli.FamilySkipped, Labels: []string{"sandbox_creation", "negative_duration"}, Value: 1}},
 	}))
 	// Not ready yet: no per-pod series.
 	require.NoError(t, s.Apply(store.Change{UID: "u4", Meta: meta("p4", "runc", "none")}))
 	// Persisted under another --histogram-label set: never exposed.
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u5", Meta: meta("p5", "runc", "none"), State: lifecycle.State{FirstSandboxReady: 1},
-		Observe: []store.Sample{{Family: lifecycle.FamilyID(lifecycle.FamilySandboxCreation, []string{"tier"}), Labels: []string{"runc", "none", "gold"}, Value: 1}},
+		Observe: []store.Sample{{Family: sli.FamilyID("sandbox_creation", []string{"tier"}), Labels: []string{"runc", "none", "gold"}, Value: 1}},
 	}))
 }
 
@@ -287,7 +288,7 @@ func TestNativeLayoutMatchesClientGolang(t *testing.T) {
 	for i, v := range values {
 		live.Observe(v)
 		require.NoError(t, s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: int64(i + 1)},
-			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: v}}}))
+			Observe: []store.Sample{{Family: "sandbox_creation", Labels: []string{"runc", "none"}, Value: v}}}))
 	}
 	var want dto.Metric
 	require.NoError(t, live.Write(&want))
@@ -312,7 +313,7 @@ func TestExemplarsNameThePod(t *testing.T) {
 	long := strings.Repeat("p", 253)
 	for i, e := range []store.Exemplar{{Namespace: "ns", Pod: "fast", Value: 2, Time: at}, {Namespace: "ns", Pod: long, Value: 5000, Time: at}} {
 		require.NoError(t, s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: 1},
-			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: e.Value, Exemplar: &e}}}))
+			Observe: []store.Sample{{Family: "sandbox_creation", Labels: []string{"runc", "none"}, Value: e.Value, Exemplar: &e}}}))
 	}
 	h := collectOne(t, NewSLIs(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds").GetHistogram()
 	le2 := h.GetBucket()[2]
@@ -338,22 +339,22 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
 	// One pod with every other SLI, one still pending.
-	fam := func(f string) string { return lifecycle.FamilyID(f, labels.Histogram) }
+	fam := func(f string) string { return sli.FamilyID(f, labels.Histogram) }
 	dims := []string{"runc", "none", "a"}
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u6", Meta: &store.PodMeta{Namespace: "ns", Name: "p6", PodLabels: []string{"p6"}, HistogramLabels: []string{"a"}},
 		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1, StableSeen: true},
 		Observe: []store.Sample{
-			{Family: fam(lifecycle.FamilyStabilization), Labels: dims, Value: 30},
-			{Family: fam(lifecycle.FamilyTermination), Labels: dims, Value: 3},
-			{Family: fam(lifecycle.FamilyReadiness), Labels: dims, Value: 1},
-			{Family: fam(lifecycle.FamilyStartupPhase), Labels: []string{"runc", "none", "total", "a"}, Value: 9},
+			{Family: fam("stabilization"), Labels: dims, Value: 30},
+			{Family: fam("termination"), Labels: dims, Value: 3},
+			{Family: fam("readiness"), Labels: dims, Value: 1},
+			{Family: fam("startup_phase"), Labels: []string{"runc", "none", "total", "a"}, Value: 9},
 		},
 		Add: []store.Sample{
-			{Family: fam(lifecycle.FamilyTerminationsOverGrace), Labels: dims, Value: 1},
-			{Family: fam(lifecycle.FamilyStableTransitions), Labels: []string{"runc", "none", "false", "a"}, Value: 1},
-			{Family: fam(lifecycle.FamilySandboxCreationTimeouts), Labels: dims, Value: 1},
-			{Family: fam(lifecycle.FamilySandboxCreationsExcl), Labels: []string{"runc", "none", "user_error", "a"}, Value: 1},
+			{Family: fam("terminations_over_grace"), Labels: dims, Value: 1},
+			{Family: fam("stable_transitions"), Labels: []string{"runc", "none", "false", "a"}, Value: 1},
+			{Family: fam("sandbox_creation_timeouts"), Labels: dims, Value: 1},
+			{Family: fam("sandbox_creations_excluded"), Labels: []string{"runc", "none", "user_error", "a"}, Value: 1},
 		},
 	}))
 	require.NoError(t, s.Apply(store.Change{
@@ -404,12 +405,12 @@ func TestFailureAndPendingFamilies(t *testing.T) {
 	require.NoError(t, s.Apply(store.Change{
 		UID: "stuck", Meta: &store.PodMeta{Namespace: "ns", Name: "stuck", Node: "n1", RuntimeClass: "kata", StorageClass: "fast"},
 		State: lifecycle.State{Scheduled: 1000, TimedOut: true},
-		Add:   []store.Sample{{Family: lifecycle.FamilySandboxCreationTimeouts, Labels: dims, Value: 1}},
+		Add:   []store.Sample{{Family: "sandbox_creation_timeouts", Labels: dims, Value: 1}},
 	}))
 	require.NoError(t, s.Apply(store.Change{
 		UID: "blocked", Meta: &store.PodMeta{Namespace: "ns", Name: "blocked", Node: "n1", RuntimeClass: "kata", StorageClass: "fast"},
 		State: lifecycle.State{Scheduled: 1200, UserError: true, Excluded: true, TimedOut: true},
-		Add:   []store.Sample{{Family: lifecycle.FamilySandboxCreationsExcl, Labels: []string{"kata", "fast", "user_error"}, Value: 1}},
+		Add:   []store.Sample{{Family: "sandbox_creations_excluded", Labels: []string{"kata", "fast", "user_error"}, Value: 1}},
 	}))
 	require.NoError(t, s.Apply(store.Change{
 		UID: "leaving", Meta: &store.PodMeta{Namespace: "ns", Name: "leaving", Node: "n1", RuntimeClass: "kata", StorageClass: "fast"},
@@ -449,7 +450,7 @@ func TestCollectedHistogramSharesNoStoreMemory(t *testing.T) {
 	observe := func(i int) error {
 		v := float64(i % 10)
 		return s.Apply(store.Change{UID: types.UID(itoa(i)), Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: 1},
-			Observe: []store.Sample{{Family: lifecycle.FamilySandboxCreation, Labels: []string{"runc", "none"}, Value: v,
+			Observe: []store.Sample{{Family: "sandbox_creation", Labels: []string{"runc", "none"}, Value: v,
 				Exemplar: &store.Exemplar{Namespace: "ns", Pod: itoa(i), Value: v, Time: time.Unix(int64(i), 0)}}}})
 	}
 	require.NoError(t, observe(0))

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podslo/podslo/sli"
 )
 
 // docRow is one family as docs/metrics.md documents it.
@@ -34,7 +36,7 @@ func documented(t *testing.T) map[string]docRow {
 }
 
 // docLabels renders a family's labels the way docs/metrics.md writes them.
-func docLabels(f *Family) string {
+func docLabels(f *sli.Family) string {
 	var parts []string
 	for _, l := range f.Labels {
 		parts = append(parts, "`"+l+"`")
@@ -52,7 +54,7 @@ func TestDocsMatchCode(t *testing.T) {
 	docs := documented(t)
 	code := map[string]docRow{}
 	for _, f := range All() {
-		code[f.Name] = docRow{Type: f.Type, Labels: docLabels(f), Stability: f.Stability}
+		code[f.Name] = docRow{Type: f.Type.String(), Labels: docLabels(f), Stability: f.Stability.String()}
 	}
 	assert.Equal(t, code, docs, "docs/metrics.md and collectors disagree")
 }

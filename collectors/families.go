@@ -4,30 +4,9 @@ import (
 	"regexp"
 
 	"github.com/prometheus/client_golang/prometheus"
-)
 
-// Stability levels, as in Kubernetes' metrics stability framework: an ALPHA
-// family may change or go away in any release; a STABLE one only with a
-// deprecation period.
-const (
-	Alpha  = "ALPHA"
-	Stable = "STABLE"
+	"github.com/podslo/podslo/sli"
 )
-
-// Family declares one metric family: docs/metrics.md lists exactly these, and
-// a test fails when the two disagree.
-type Family struct {
-	Name      string
-	Type      string // counter, gauge or histogram
-	Help      string
-	Labels    []string
-	Stability string
-	// HistogramLabels: the family also carries the --histogram-label
-	// dimensions after Labels.
-	HistogramLabels bool
-	// PodLabels: the family also carries the --pod-label labels after Labels.
-	PodLabels bool
-}
 
 // Labels configures the configurable label dimensions.
 type Labels struct {
@@ -38,7 +17,7 @@ type Labels struct {
 	Histogram []string
 }
 
-func (f *Family) desc(l Labels) *prometheus.Desc {
+func desc(f *sli.Family, l Labels) *prometheus.Desc {
 	names := append([]string(nil), f.Labels...)
 	if f.HistogramLabels {
 		names = append(names, l.Histogram...)
@@ -60,13 +39,13 @@ func PodLabelName(key string) string {
 	return "label_" + invalidLabelChars.ReplaceAllString(key, "_")
 }
 
-// All returns every family podslo exports, in documentation order.
-func All() []*Family {
-	var out []*Family
-	for _, group := range [][]*Family{sandboxFamilies, terminationFamilies, readinessFamilies, stabilityFamilies, skippedFamilies, selfFamilies} {
-		out = append(out, group...)
-	}
-	return out
+// All returns every family podslo exports: the SLIs' from sli.Table, then
+// the ones declared here.
+func All() []*sli.Family {
+	out := append([]*sli.Family(nil), sli.Families()...)
+	out = append(out, sandboxCreationPending)
+	out = append(out, skippedFamilies...)
+	return append(out, selfFamilies...)
 }
 
 func labelList(l ...string) []string { return l }

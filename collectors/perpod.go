@@ -15,15 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
-
-// perPodFamily is one per-pod family and how it reads a pod's state.
-type perPodFamily struct {
-	*Family
-	// value reads the state at scrape time now (Unix seconds).
-	value func(st *lifecycle.State, now int64) (float64, bool)
-}
 
 // PerPod writes the per-pod families straight into the exposition instead of
 // going through a client_golang registry, as kube-state-metrics does: at
@@ -32,7 +26,7 @@ type perPodFamily struct {
 // label names are fixed, and the store has one entry per UID).
 type PerPod struct {
 	store    *store.Store
-	families []perPodFamily
+	families []*sli.PodSeries
 	// names are the label names in the sorted order client_golang writes
 	// them in; order[i] is the index of names[i] in labelValues.
 	names []string
@@ -42,7 +36,7 @@ type PerPod struct {
 
 // NewPerPod returns the per-pod writer over s.
 func NewPerPod(s *store.Store, labels Labels) *PerPod {
-	names := append([]string(nil), perPodLabels...)
+	names := append([]string(nil), sli.PodSeriesLabels...)
 	for _, k := range labels.Pod {
 		names = append(names, PodLabelName(k))
 	}
@@ -55,14 +49,10 @@ func NewPerPod(s *store.Store, labels Labels) *PerPod {
 	for i, o := range order {
 		sorted[i] = names[o]
 	}
-	var families []perPodFamily
-	for _, group := range [][]perPodFamily{sandboxPerPod, terminationPerPod, readinessPerPod, stabilityPerPod} {
-		families = append(families, group...)
-	}
-	return &PerPod{store: s, families: families, names: sorted, order: order, now: time.Now}
+	return &PerPod{store: s, families: sli.PerPod(), names: sorted, order: order, now: time.Now}
 }
 
-// labelValues are the values of perPodLabels, then of the pod labels.
+// labelValues are the values of sli.PodSeriesLabels, then of the pod labels.
 func labelValues(buf []string, uid types.UID, m *store.PodMeta) []string {
 	buf = append(buf[:0], m.Namespace, m.Name, string(uid), m.Node, m.RuntimeClass, m.StorageClass)
 	return append(buf, m.PodLabels...)
@@ -99,10 +89,10 @@ type podValue struct {
 // that reads slowly, or stops reading, would otherwise hold the read lock
 // while its TCP window is full, and every pod update would wait for it
 // (store.Apply takes the write lock). Copying costs 32 B per sample.
-func (p *PerPod) snapshot(buf []podValue, f perPodFamily, now int64) []podValue {
+func (p *PerPod) snapshot(buf []podValue, f *sli.PodSeries, now int64) []podValue {
 	buf = buf[:0]
 	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
-		if v, ok := f.value(st, now); ok {
+		if v, ok := f.Value(st, now); ok {
 			buf = append(buf, podValue{uid, m, v})
 		}
 	})
@@ -120,7 +110,7 @@ func (p *PerPod) writeText(w io.Writer, openMetrics bool) error {
 			continue
 		}
 		name := f.Name
-		if openMetrics && f.Type == "counter" {
+		if openMetrics && f.Type == sli.Counter {
 			// OpenMetrics names a counter family without its _total suffix.
 			name = strings.TrimSuffix(name, "_total")
 		}
@@ -131,7 +121,7 @@ func (p *PerPod) writeText(w io.Writer, openMetrics bool) error {
 		line = append(line, "\n# TYPE "...)
 		line = append(line, name...)
 		line = append(line, ' ')
-		line = append(line, f.Type...)
+		line = append(line, f.Type.String()...)
 		line = append(line, '\n')
 		if _, err := bw.Write(line); err != nil {
 			return err
@@ -213,10 +203,10 @@ func appendValue(b []byte, v float64, openMetrics bool) []byte {
 }
 
 // family builds one per-pod family as a protobuf message.
-func (p *PerPod) family(f perPodFamily) *dto.MetricFamily {
+func (p *PerPod) family(f *sli.PodSeries) *dto.MetricFamily {
 	mf := &dto.MetricFamily{Name: proto.String(f.Name), Help: proto.String(f.Help)}
 	switch f.Type {
-	case "counter":
+	case sli.Counter:
 		mf.Type = dto.MetricType_COUNTER.Enum()
 	default:
 		mf.Type = dto.MetricType_GAUGE.Enum()
@@ -228,7 +218,7 @@ func (p *PerPod) family(f perPodFamily) *dto.MetricFamily {
 		for i, name := range p.names {
 			metric.Label[i] = &dto.LabelPair{Name: proto.String(name), Value: proto.String(values[p.order[i]])}
 		}
-		if f.Type == "counter" {
+		if f.Type == sli.Counter {
 			metric.Counter = &dto.Counter{Value: proto.Float64(pv.v)}
 		} else {
 			metric.Gauge = &dto.Gauge{Value: proto.Float64(pv.v)}

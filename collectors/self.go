@@ -4,45 +4,46 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	versioncollector "github.com/prometheus/client_golang/prometheus/collectors/version"
 
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
 var (
 	// buildInfo is client_golang's version collector: its labels are the
 	// build's, stamped into prometheus/common/version by the Makefile.
-	buildInfo = &Family{
-		Name: "podslo_build_info", Type: "gauge", Stability: Alpha,
+	buildInfo = &sli.Family{
+		Name: "podslo_build_info", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "A metric with a constant '1' value labeled by version, revision, branch, goversion from which podslo was built, and the goos and goarch for the build.",
 		Labels: labelList("branch", "goarch", "goos", "goversion", "revision", "tags", "version"),
 	}
-	informerEvents = &Family{
-		Name: "podslo_informer_events_total", Type: "counter", Stability: Alpha,
+	informerEvents = &sli.Family{
+		Name: "podslo_informer_events_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help:   "Informer events handled, by resource and event (add, update, delete).",
 		Labels: labelList("resource", "event"),
 	}
-	storeOperations = &Family{
-		Name: "podslo_store_operations_total", Type: "counter", Stability: Alpha,
+	storeOperations = &sli.Family{
+		Name: "podslo_store_operations_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help:   "State store operations (apply, delete, load, gc) by result (success, error).",
 		Labels: labelList("operation", "result"),
 	}
-	storeRecoveries = &Family{
-		Name: "podslo_store_recoveries_total", Type: "counter", Stability: Alpha,
+	storeRecoveries = &sli.Family{
+		Name: "podslo_store_recoveries_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help: "Corrupt state directories moved aside at start-up and replaced by an empty state.",
 	}
-	storeTrackedPods = &Family{
-		Name: "podslo_store_tracked_pods", Type: "gauge", Stability: Alpha,
+	storeTrackedPods = &sli.Family{
+		Name: "podslo_store_tracked_pods", Type: sli.Gauge, Stability: sli.Alpha,
 		Help: "Pods whose lifecycle state the store holds.",
 	}
-	storeSize = &Family{
-		Name: "podslo_store_size_bytes", Type: "gauge", Stability: Alpha,
+	storeSize = &sli.Family{
+		Name: "podslo_store_size_bytes", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "Bytes the state takes on disk, by part (lsm, vlog).",
 		Labels: labelList("part"),
 	}
-	storeWritable = &Family{
-		Name: "podslo_store_writable", Type: "gauge", Stability: Alpha,
+	storeWritable = &sli.Family{
+		Name: "podslo_store_writable", Type: sli.Gauge, Stability: sli.Alpha,
 		Help: "1 while state writes can go ahead, 0 while the state filesystem has less free space than --state-min-free.",
 	}
-	selfFamilies = []*Family{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
+	selfFamilies = []*sli.Family{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
 )
 
 // NewInformerEvents returns the counter the informers increment for every
@@ -68,11 +69,11 @@ type Self struct {
 func NewSelf(s *store.Store) *Self {
 	return &Self{
 		store:      s,
-		operations: storeOperations.desc(Labels{}),
-		recoveries: storeRecoveries.desc(Labels{}),
-		tracked:    storeTrackedPods.desc(Labels{}),
-		sizeBy:     storeSize.desc(Labels{}),
-		writable:   storeWritable.desc(Labels{}),
+		operations: desc(storeOperations, Labels{}),
+		recoveries: desc(storeRecoveries, Labels{}),
+		tracked:    desc(storeTrackedPods, Labels{}),
+		sizeBy:     desc(storeSize, Labels{}),
+		writable:   desc(storeWritable, Labels{}),
 	}
 }
 

@@ -29,7 +29,7 @@ func TestBuildInfo(t *testing.T) {
 	f := fams[0]
 	assert.Equal(t, buildInfo.Name, f.GetName())
 	assert.Equal(t, buildInfo.Help, f.GetHelp())
-	assert.Equal(t, buildInfo.Type, strings.ToLower(f.GetType().String()))
+	assert.Equal(t, buildInfo.Type.String(), strings.ToLower(f.GetType().String()))
 	require.Len(t, f.GetMetric(), 1)
 	m := f.GetMetric()[0]
 	assert.Equal(t, 1.0, m.GetGauge().GetValue())

@@ -6,17 +6,17 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
 var (
-	observationsSkipped = &Family{
-		Name: "podslo_observations_skipped_total", Type: "counter", Stability: Alpha,
+	observationsSkipped = &sli.Family{
+		Name: "podslo_observations_skipped_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help:   "Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.",
 		Labels: labelList("sli", "reason"),
 	}
-	skippedFamilies = []*Family{observationsSkipped}
+	skippedFamilies = []*sli.Family{observationsSkipped}
 )
 
 // Skipped exports the persisted count of skipped observations.
@@ -28,7 +28,7 @@ type Skipped struct {
 
 // NewSkipped returns the skipped-observations collector over s.
 func NewSkipped(s *store.Store, log *slog.Logger) *Skipped {
-	return &Skipped{store: s, log: log, desc: observationsSkipped.desc(Labels{})}
+	return &Skipped{store: s, log: log, desc: desc(observationsSkipped, Labels{})}
 }
 
 // Describe implements prometheus.Collector.
@@ -37,7 +37,7 @@ func (c *Skipped) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 // Collect implements prometheus.Collector.
 func (c *Skipped) Collect(ch chan<- prometheus.Metric) {
 	c.store.Aggregates(func(family string, labels []string, agg *store.Aggregate) {
-		if family != lifecycle.FamilySkipped {
+		if family != sli.FamilySkipped {
 			return
 		}
 		m, err := prometheus.NewConstMetricWithCreatedTimestamp(c.desc, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)

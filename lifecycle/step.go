@@ -33,8 +33,10 @@ type Config struct {
 	StableConditionType corev1.PodConditionType
 }
 
-// DefaultStableConditionType is the default for Config.StableConditionType.
-const DefaultStableConditionType corev1.PodConditionType = "podslo.io/Stable"
+// DefaultStableConditionType is the default for Config.StableConditionType,
+// and the condition podslo's agent writes by default. It is untyped so that
+// the agent, whose options are strings, shares this one constant.
+const DefaultStableConditionType = "podslo.io/Stable"
 
 func (c *Config) stableType() corev1.PodConditionType {
 	if c.StableConditionType == "" {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -114,9 +115,9 @@ type Pipeline struct {
 	log      *slog.Logger
 	synced   atomic.Bool
 	syncedCh chan struct{}
-	// families are the store's family IDs, with the configured histogram
-	// label names, by lifecycle family.
-	families map[string]string
+	// routes are, by lifecycle.Kind, the aggregates an observation feeds
+	// and their store family IDs under the configured histogram labels.
+	routes [][]route
 
 	// mu serializes every read-modify-write of a pod's state: the watch
 	// handlers and the periodic loops run on their own goroutines.
@@ -175,8 +176,8 @@ func New(st *store.Store, opts Options) (*Pipeline, error) {
 		names = append(names, h.Name)
 	}
 	p := &Pipeline{store: st, opts: opts, log: opts.Logger, syncedCh: make(chan struct{}),
-		families: familyIDs(names),
-		failed:   map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
+		routes: routes(names),
+		failed: map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
 	if st != nil {
 		p.apply = st.Apply
 	}
@@ -493,38 +494,35 @@ func (p *Pipeline) change(uid types.UID, next lifecycle.State, out lifecycle.Out
 		return &store.Exemplar{Namespace: pod.Namespace, Pod: pod.Name, Value: v, Time: now}
 	}
 	observe := func(family string, labels []string, v float64) {
-		change.Observe = append(change.Observe, store.Sample{Family: p.families[family], Labels: labels, Value: v, Exemplar: exemplar(v)})
+		change.Observe = append(change.Observe, store.Sample{Family: family, Labels: labels, Value: v, Exemplar: exemplar(v)})
 	}
 	count := func(family string, labels []string) {
-		change.Add = append(change.Add, store.Sample{Family: p.families[family], Labels: labels, Value: 1})
+		change.Add = append(change.Add, store.Sample{Family: family, Labels: labels, Value: 1})
 	}
 	for _, o := range out.Observations {
-		switch o.Kind {
-		case lifecycle.SandboxCreated:
-			observe(lifecycle.FamilySandboxCreation, dims(), o.Seconds)
-		case lifecycle.SandboxRecreated:
-			count(lifecycle.FamilySandboxRecreations, dims())
-		case lifecycle.SandboxTimedOut:
-			count(lifecycle.FamilySandboxCreationTimeouts, dims())
-		case lifecycle.SandboxExcluded:
-			count(lifecycle.FamilySandboxCreationsExcl, dims("user_error"))
-		case lifecycle.Terminated:
-			observe(lifecycle.FamilyTermination, dims(), o.Seconds)
-			if o.OverGrace {
-				count(lifecycle.FamilyTerminationsOverGrace, dims())
+		if int(o.Kind) >= len(p.routes) {
+			continue
+		}
+		for _, r := range p.routes[o.Kind] {
+			a := r.aggregate
+			if a.When != nil && !a.When(o) {
+				continue
 			}
-		case lifecycle.BecameReady:
-			observe(lifecycle.FamilyReadiness, dims(), o.Seconds)
-		case lifecycle.PhaseDone:
-			observe(lifecycle.FamilyStartupPhase, dims(o.Phase.String()), o.Seconds)
-		case lifecycle.Stabilized:
-			observe(lifecycle.FamilyStabilization, dims(), o.Seconds)
-		case lifecycle.StabilityLost:
-			count(lifecycle.FamilyStableTransitions, dims("false"))
+			var labels []string
+			if a.LabelValue != nil {
+				labels = dims(a.LabelValue(o))
+			} else {
+				labels = dims()
+			}
+			if a.Type == sli.Histogram {
+				observe(r.id, labels, o.Seconds)
+			} else {
+				count(r.id, labels)
+			}
 		}
 	}
 	for _, s := range out.Skips {
-		change.Add = append(change.Add, store.Sample{Family: lifecycle.FamilySkipped, Labels: []string{s.SLI.String(), s.Reason.String()}, Value: 1})
+		change.Add = append(change.Add, store.Sample{Family: sli.FamilySkipped, Labels: []string{s.SLI.String(), s.Reason.String()}, Value: 1})
 		level := slog.LevelInfo
 		if s.Reason == lifecycle.TooOld || s.Reason == lifecycle.TerminatedBeforeDelete {
 			// Expected for every old pod when podslo is first installed, and
@@ -567,18 +565,24 @@ func (p *Pipeline) meta(pod *lifecycle.Pod) *store.PodMeta {
 	return m
 }
 
-// familyIDs are the store's family IDs, with the configured histogram
-// label names, by lifecycle family.
-func familyIDs(histogramLabels []string) map[string]string {
-	families := map[string]string{}
-	for _, f := range []string{
-		lifecycle.FamilySandboxCreation, lifecycle.FamilySandboxRecreations, lifecycle.FamilySandboxCreationTimeouts,
-		lifecycle.FamilySandboxCreationsExcl, lifecycle.FamilyTermination, lifecycle.FamilyTerminationsOverGrace,
-		lifecycle.FamilyReadiness, lifecycle.FamilyStartupPhase, lifecycle.FamilyStabilization, lifecycle.FamilyStableTransitions,
-	} {
-		families[f] = lifecycle.FamilyID(f, histogramLabels)
+// route is an aggregate an observation feeds, and its store family ID.
+type route struct {
+	aggregate *sli.Aggregate
+	id        string
+}
+
+// routes indexes sli's aggregates by the kind that feeds them, with their
+// store family IDs under the configured histogram label names: change runs
+// for every observation, so it looks up a slice, not the table.
+func routes(histogramLabels []string) [][]route {
+	var out [][]route
+	for _, a := range sli.Aggregates() {
+		for int(a.Kind) >= len(out) {
+			out = append(out, nil)
+		}
+		out[a.Kind] = append(out[a.Kind], route{aggregate: a, id: a.ID(histogramLabels)})
 	}
-	return families
+	return out
 }
 
 func klogRef(p *lifecycle.Pod) string { return p.Namespace + "/" + p.Name }

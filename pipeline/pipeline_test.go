@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -66,17 +67,17 @@ func uids(st *store.Store) []types.UID {
 
 func creations(st *store.Store) (count uint64, sum float64) {
 	st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
-		if family == lifecycle.FamilySandboxCreation {
+		if family == "sandbox_creation" {
 			count, sum = count+a.Histogram.Count, sum+a.Histogram.Sum
 		}
 	})
 	return count, sum
 }
 
-func skipped(st *store.Store, sli, reason string) float64 {
+func skipped(st *store.Store, name, reason string) float64 {
 	var v float64
 	st.Aggregates(func(family string, labels []string, a *store.Aggregate) {
-		if family == lifecycle.FamilySkipped && labels[0] == sli && labels[1] == reason {
+		if family == sli.FamilySkipped && labels[0] == name && labels[1] == reason {
 			v += a.Value
 		}
 	})

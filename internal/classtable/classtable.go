@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -111,13 +112,19 @@ type classSums struct {
 	pending     uint64
 }
 
+// The families the class table reads.
+var (
+	creationFamily    = sli.MustByStore("sandbox_creation")
+	recreationsFamily = sli.MustByStore("sandbox_recreations")
+)
+
 // FromStore computes the Table from the store's aggregates and live pods.
 // histogramLabels must be the exporter's --histogram-label names: series
 // persisted under another set are left out, as /metrics leaves them out.
 // Like the collectors, it never calls the API server.
 func FromStore(st *store.Store, histogramLabels []string) Table {
-	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, histogramLabels)
-	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, histogramLabels)
+	creation := creationFamily.ID(histogramLabels)
+	recreations := recreationsFamily.ID(histogramLabels)
 	bounds := st.Buckets()
 
 	type key struct{ label, class string }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -129,8 +130,8 @@ func rowsText(tb Table) []string {
 
 func TestClassTable(t *testing.T) {
 	s := newStore(t)
-	creation := lifecycle.FamilyID(lifecycle.FamilySandboxCreation, histogramLabels)
-	recreations := lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, histogramLabels)
+	creation := sli.FamilyID("sandbox_creation", histogramLabels)
+	recreations := sli.FamilyID("sandbox_recreations", histogramLabels)
 	n := 0
 	apply := func(c store.Change) {
 		t.Helper()
@@ -165,8 +166,8 @@ func TestClassTable(t *testing.T) {
 	recreated("kata", "fast,slow", "a")
 	// Persisted under another --histogram-label set: not on /metrics, not
 	// here either.
-	apply(store.Change{Observe: []store.Sample{{Family: lifecycle.FamilyID(lifecycle.FamilySandboxCreation, []string{"tier"}), Labels: []string{"runc", "none", "gold"}, Value: 1}}})
-	apply(store.Change{Add: []store.Sample{{Family: lifecycle.FamilyID(lifecycle.FamilySandboxRecreations, []string{"tier"}), Labels: []string{"runc", "none", "gold"}, Value: 1}}})
+	apply(store.Change{Observe: []store.Sample{{Family: sli.FamilyID("sandbox_creation", []string{"tier"}), Labels: []string{"runc", "none", "gold"}, Value: 1}}})
+	apply(store.Change{Add: []store.Sample{{Family: sli.FamilyID("sandbox_recreations", []string{"tier"}), Labels: []string{"runc", "none", "gold"}, Value: 1}}})
 	// Pending: user errors count, pods being deleted or with a ready
 	// sandbox do not. gvisor has nothing but a pending pod: no quantiles.
 	pod(lifecycle.State{Scheduled: 100}, "runc", "none")

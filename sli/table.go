@@ -1,0 +1,298 @@
+package sli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/podslo/podslo/lifecycle"
+)
+
+// SLI is one service level indicator: the aggregated families its
+// observations feed, and the per-pod series read from each pod's state.
+type SLI struct {
+	Aggregates []*Aggregate
+	PerPod     []*PodSeries
+}
+
+// Aggregate is one aggregated family: which observations feed it, where the
+// store keeps it, and how it is exposed. It carries the class labels, then
+// Label if set, then the --histogram-label dimensions.
+type Aggregate struct {
+	// Kind is the lifecycle observation that feeds the family.
+	Kind lifecycle.Kind
+	// When, if set, keeps only the observations it is true for.
+	When func(lifecycle.Observation) bool
+	// Store names the family in the store. It is persisted: renaming it
+	// loses the series of existing state directories.
+	Store string
+	Name  string
+	Help  string
+	// Type says what an observation does: a Histogram observes its
+	// Seconds, a Counter counts one.
+	Type      Type
+	Stability Stability
+	// Label is one more label after the class labels ("phase", "reason"),
+	// empty for none; LabelValue reads its value from the observation.
+	Label      string
+	LabelValue func(lifecycle.Observation) string
+
+	family *Family
+}
+
+// PodSeries is one per-pod family: its series for each pod with a value,
+// labelled with PodSeriesLabels and the --pod-label labels.
+type PodSeries struct {
+	Name      string
+	Help      string
+	Type      Type // Gauge or Counter
+	Stability Stability
+	// Value reads the pod's state at scrape time now (Unix seconds); a pod
+	// without a value has no series.
+	Value func(st *lifecycle.State, now int64) (float64, bool)
+
+	family *Family
+}
+
+// Table declares every SLI, in documentation order; the per-pod families
+// are written in this order too.
+var Table = []SLI{
+	{
+		Aggregates: []*Aggregate{
+			{
+				Kind: lifecycle.SandboxCreated, Store: "sandbox_creation",
+				Name: "podslo_sandbox_creation_duration_seconds", Type: Histogram, Stability: Alpha,
+				Help: "Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.",
+			},
+			{
+				Kind: lifecycle.SandboxRecreated, Store: "sandbox_recreations",
+				Name: "podslo_sandbox_recreations_total", Type: Counter, Stability: Alpha,
+				Help: "Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.",
+			},
+			{
+				Kind: lifecycle.SandboxTimedOut, Store: "sandbox_creation_timeouts",
+				Name: "podslo_sandbox_creation_timeouts_total", Type: Counter, Stability: Alpha,
+				Help: "Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.",
+			},
+			{
+				Kind: lifecycle.SandboxExcluded, Store: "sandbox_creations_excluded",
+				Name: "podslo_sandbox_creations_excluded_total", Type: Counter, Stability: Alpha,
+				Help:  "Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).",
+				Label: "reason", LabelValue: func(lifecycle.Observation) string { return "user_error" },
+			},
+		},
+		PerPod: []*PodSeries{
+			{
+				Name: "podslo_pod_sandbox_creation_seconds", Type: Gauge, Stability: Alpha,
+				Help: "Per pod: time from PodScheduled to the first sandbox readiness.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.SandboxCreation), st.HasSandboxCreation
+				},
+			},
+			{
+				Name: "podslo_pod_sandbox_recreations_total", Type: Counter, Stability: Alpha,
+				Help: "Per pod: sandbox re-creations after the first sandbox became ready.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.Recreations), st.FirstSandboxReady != 0
+				},
+			},
+			{
+				Name: "podslo_pod_sandbox_pending_seconds", Type: Gauge, Stability: Alpha,
+				Help: "Per pod: seconds since PodScheduled of a pod still waiting for its first sandbox.",
+				Value: func(st *lifecycle.State, now int64) (float64, bool) {
+					return float64(now - st.Scheduled), st.Pending()
+				},
+			},
+		},
+	},
+	{
+		Aggregates: []*Aggregate{
+			{
+				Kind: lifecycle.Terminated, Store: "termination",
+				Name: "podslo_pod_termination_duration_seconds", Type: Histogram, Stability: Alpha,
+				Help: "Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.",
+			},
+			{
+				Kind: lifecycle.Terminated, When: func(o lifecycle.Observation) bool { return o.OverGrace },
+				Store: "terminations_over_grace",
+				Name:  "podslo_pod_terminations_over_grace_total", Type: Counter, Stability: Alpha,
+				Help: "Terminations that ended after the pod's deletionTimestamp, i.e. took longer than their grace period.",
+			},
+		},
+		PerPod: []*PodSeries{
+			{
+				Name: "podslo_pod_termination_seconds", Type: Gauge, Stability: Alpha,
+				Help: "Per pod, while it still exists: time from the deletion request to the sandbox going away.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.Termination), st.HasTermination
+				},
+			},
+		},
+	},
+	{
+		Aggregates: []*Aggregate{
+			{
+				Kind: lifecycle.BecameReady, Store: "readiness",
+				Name: "podslo_pod_readiness_duration_seconds", Type: Histogram, Stability: Alpha,
+				Help: "Time from the newest container start to the first Ready=True: what readiness probes add. Observed once per pod UID.",
+			},
+		},
+		PerPod: []*PodSeries{
+			{
+				Name: "podslo_pod_readiness_seconds", Type: Gauge, Stability: Alpha,
+				Help: "Per pod: time from the newest container start to the first Ready.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.Readiness), st.HasReadiness
+				},
+			},
+		},
+	},
+	{
+		Aggregates: []*Aggregate{
+			{
+				Kind: lifecycle.PhaseDone, Store: "startup_phase",
+				Name: "podslo_pod_startup_phase_duration_seconds", Type: Histogram, Stability: Alpha,
+				Help:  "Where start-up time goes, by phase: scheduling, sandbox, init, containers, readiness, total. Observed once per pod UID and phase.",
+				Label: "phase", LabelValue: func(o lifecycle.Observation) string { return o.Phase.String() },
+			},
+		},
+	},
+	{
+		Aggregates: []*Aggregate{
+			{
+				Kind: lifecycle.Stabilized, Store: "stabilization",
+				Name: "podslo_pod_stabilization_duration_seconds", Type: Histogram, Stability: Alpha,
+				Help: "Time from the first Ready to the first Stable=True written by podslo's agent (Ready for minReadySeconds without a restart). Observed once per pod UID.",
+			},
+			{
+				Kind: lifecycle.StabilityLost, Store: "stable_transitions",
+				Name: "podslo_pod_stable_transitions_total", Type: Counter, Stability: Alpha,
+				Help:  "Stable condition transitions by target status; to=\"false\" counts the times a stable pod lost stability (Ready dropped or a container restarted).",
+				Label: "to", LabelValue: func(lifecycle.Observation) string { return "false" },
+			},
+		},
+		PerPod: []*PodSeries{
+			{
+				Name: "podslo_pod_stable", Type: Gauge, Stability: Alpha,
+				Help: "Per pod with a Stable condition: 1 when it is True, else 0.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					if st.Stable {
+						return 1, true
+					}
+					return 0, st.StableSeen
+				},
+			},
+		},
+	},
+}
+
+// FamilySkipped is the store family of skipped observations, labelled by
+// lifecycle.SLI and lifecycle.Reason; it carries no histogram labels.
+const FamilySkipped = "skipped"
+
+// derived is what the rest of podslo reads of Table.
+type derived struct {
+	aggregates []*Aggregate
+	podSeries  []*PodSeries
+	families   []*Family
+}
+
+var table = mustDerive(Table)
+
+func mustDerive(t []SLI) *derived {
+	d, err := derive(t)
+	if err != nil {
+		panic(err)
+	}
+	return d
+}
+
+// derive checks the table and builds what is derived from it.
+func derive(t []SLI) (*derived, error) {
+	d := &derived{}
+	stores := map[string]bool{FamilySkipped: true}
+	names := map[string]bool{}
+	for _, s := range t {
+		for _, a := range s.Aggregates {
+			switch {
+			case a.Type != Histogram && a.Type != Counter:
+				return nil, fmt.Errorf("sli table: %s: an aggregate is a histogram or a counter, not a %s", a.Name, a.Type)
+			case a.Stability == 0:
+				return nil, fmt.Errorf("sli table: %s: no stability level", a.Name)
+			case (a.Label == "") != (a.LabelValue == nil):
+				return nil, fmt.Errorf("sli table: %s: Label and LabelValue go together", a.Name)
+			case a.Store == "" || stores[a.Store]:
+				return nil, fmt.Errorf("sli table: %s: store family %q is empty or used twice", a.Name, a.Store)
+			case names[a.Name]:
+				return nil, fmt.Errorf("sli table: %s: declared twice", a.Name)
+			}
+			stores[a.Store], names[a.Name] = true, true
+			labels := append([]string(nil), ClassLabels...)
+			if a.Label != "" {
+				labels = append(labels, a.Label)
+			}
+			a.family = &Family{Name: a.Name, Type: a.Type, Help: a.Help, Labels: labels, Stability: a.Stability, HistogramLabels: true}
+			d.aggregates = append(d.aggregates, a)
+			d.families = append(d.families, a.family)
+		}
+		for _, p := range s.PerPod {
+			switch {
+			case p.Type != Gauge && p.Type != Counter:
+				return nil, fmt.Errorf("sli table: %s: a per-pod series is a gauge or a counter, not a %s", p.Name, p.Type)
+			case p.Stability == 0:
+				return nil, fmt.Errorf("sli table: %s: no stability level", p.Name)
+			case p.Value == nil:
+				return nil, fmt.Errorf("sli table: %s: no Value", p.Name)
+			case names[p.Name]:
+				return nil, fmt.Errorf("sli table: %s: declared twice", p.Name)
+			}
+			names[p.Name] = true
+			p.family = &Family{Name: p.Name, Type: p.Type, Help: p.Help, Labels: PodSeriesLabels, Stability: p.Stability, PodLabels: true}
+			d.podSeries = append(d.podSeries, p)
+			d.families = append(d.families, p.family)
+		}
+	}
+	return d, nil
+}
+
+// Aggregates returns every aggregated family, in table order.
+func Aggregates() []*Aggregate { return table.aggregates }
+
+// PerPod returns every per-pod family, in table order.
+func PerPod() []*PodSeries { return table.podSeries }
+
+// Families returns the metric families of every SLI, in table order.
+func Families() []*Family { return table.families }
+
+// MustByStore returns the aggregate kept under store family name, for
+// code that reads one family (the landing page's class table). It panics
+// when there is none: call it when a package loads, so any test catches a
+// rename.
+func MustByStore(name string) *Aggregate {
+	for _, a := range table.aggregates {
+		if a.Store == name {
+			return a
+		}
+	}
+	panic(fmt.Sprintf("sli: no aggregate has store family %q", name))
+}
+
+// Family is the metric family a declares.
+func (a *Aggregate) Family() *Family { return a.family }
+
+// Family is the metric family p declares.
+func (p *PodSeries) Family() *Family { return p.family }
+
+// ID is a's store family ID under the configured --histogram-label names:
+// the pipeline writes and the collectors read under it.
+func (a *Aggregate) ID(histogramLabels []string) string { return FamilyID(a.Store, histogramLabels) }
+
+// FamilyID names a store family together with the names of its configured
+// extra dimensions, so that series persisted under another
+// --histogram-label set are never exposed under the wrong label names after
+// a restart.
+func FamilyID(store string, histogramLabels []string) string {
+	if len(histogramLabels) == 0 {
+		return store
+	}
+	return store + "{" + strings.Join(histogramLabels, ",") + "}"
+}
