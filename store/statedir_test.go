@@ -170,7 +170,7 @@ func TestADamagedTableIsMovedAsideLoggedAndCounted(t *testing.T) {
 // has, and writes resume once space returns.
 func TestAFullFilesystemRefusesWritesAndRecovers(t *testing.T) {
 	mnt := mountTmpfs(t, 96<<20)
-	s, err := Open(Options{Dir: mnt, MinFreeBytes: 48 << 20})
+	s, err := Open(Options{Dir: mnt, MinFreeBytes: 48 << 20, spaceRecheck: time.Nanosecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{Scheduled: 1}, Meta: meta("a")}))
@@ -198,7 +198,7 @@ func TestAFullFilesystemRefusesWritesAndRecovers(t *testing.T) {
 func TestOpenOnAFullFilesystemServesReadOnly(t *testing.T) {
 	mnt := mountTmpfs(t, 96<<20)
 	dir := filepath.Join(mnt, "state")
-	opts := Options{Dir: dir, MinFreeBytes: 48 << 20}
+	opts := Options{Dir: dir, MinFreeBytes: 48 << 20, spaceRecheck: time.Nanosecond}
 	s, err := Open(opts)
 	require.NoError(t, err)
 	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{Scheduled: 1}, Meta: meta("a"), Add: []Sample{{Family: "f", Value: 1}}}))
@@ -238,4 +238,27 @@ func TestANewStateOnAFullFilesystemStarts(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NoError(c, s.Apply(Change{UID: uidA, State: lifecycle.State{Scheduled: 1}, Meta: meta("a")}))
 	}, 5*time.Second, 100*time.Millisecond)
+}
+
+// A free-space check holds for spaceRecheck while writes go ahead, so a busy
+// exporter does not pay a statfs per pod update; a short one is always
+// looked at again.
+func TestFreeSpaceIsCheckedAtMostEveryRecheck(t *testing.T) {
+	calls := 0
+	statfs := func(string) (int64, error) { calls++; return 1 << 40, nil }
+	s, err := Open(Options{Dir: t.TempDir(), statfs: statfs, spaceRecheck: time.Hour})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	calls = 0
+	for i := range 100 {
+		require.NoError(t, s.Apply(Change{UID: types.UID(fmt.Sprint("u", i)), State: lifecycle.State{Scheduled: 1}, Meta: meta("p")}))
+	}
+	assert.Equal(t, 1, calls, "one statfs for 100 writes within the window")
+
+	s.opts.spaceRecheck = time.Nanosecond
+	calls = 0
+	for i := range 10 {
+		require.NoError(t, s.Apply(Change{UID: types.UID(fmt.Sprint("v", i)), State: lifecycle.State{Scheduled: 1}, Meta: meta("p")}))
+	}
+	assert.Equal(t, 10, calls)
 }

@@ -27,6 +27,12 @@ const InMemory = ":memory:"
 // DefaultGCInterval is the default for Options.GCInterval.
 const DefaultGCInterval = 10 * time.Minute
 
+// spaceRecheck is how long a free-space check holds while writes go
+// ahead: far less than MinFreeBytes takes to fill (at ~30 µs and under 1 KB
+// a write, 100 ms of writes is a few MB), and it keeps statfs off most
+// writes.
+const spaceRecheck = 100 * time.Millisecond
+
 // DefaultMinFreeBytes is the default for Options.MinFreeBytes: more than
 // badger writes between two checks (a memtable file of 2×4 MB, its flush to
 // an L0 table, and an L0→L1 compaction of a few MB at 100k pods).
@@ -70,6 +76,9 @@ type Options struct {
 	// statfs reports the free bytes of the filesystem holding a path;
 	// tests replace it.
 	statfs func(path string) (int64, error)
+	// spaceRecheck overrides the package's spaceRecheck; tests that fill
+	// a filesystem right after a write set it tiny.
+	spaceRecheck time.Duration
 }
 
 // Validate reports the first invalid option.
@@ -107,6 +116,9 @@ func (o *Options) withDefaults() Options {
 	}
 	if c.statfs == nil {
 		c.statfs = freeBytes
+	}
+	if c.spaceRecheck == 0 {
+		c.spaceRecheck = spaceRecheck
 	}
 	return c
 }
@@ -189,6 +201,9 @@ type Store struct {
 	// spaceCheckedAt is when free space was last found short; guarded by
 	// mu. A full filesystem is looked at again at most once a second.
 	spaceCheckedAt time.Time
+	// spaceOKAt is when free space was last found sufficient; guarded by
+	// mu. Within spaceRecheck of it, writes skip the statfs.
+	spaceOKAt time.Time
 	// unloaded: the state could not even be read while the filesystem was
 	// full (badger's read-only mode refuses a log that needs recovery after
 	// a crash, and recovery writes); it is loaded when writes resume.
@@ -524,6 +539,9 @@ func (s *Store) ensureSpace() error {
 	if s.opts.Dir == InMemory {
 		return nil
 	}
+	if s.writable.Load() && !s.readOnly && time.Since(s.spaceOKAt) < s.opts.spaceRecheck {
+		return nil
+	}
 	if !s.writable.Load() && time.Since(s.spaceCheckedAt) < time.Second {
 		// Looked at less than a second ago: a full disk on a busy cluster
 		// would otherwise cost a statfs per pod update.
@@ -577,6 +595,7 @@ func (s *Store) ensureSpace() error {
 	if !s.writable.Swap(true) {
 		s.log.Info("State filesystem has space again: writes resume", "dir", s.opts.Dir, "freeBytes", free)
 	}
+	s.spaceOKAt = time.Now()
 	return nil
 }
 
