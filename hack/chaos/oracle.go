@@ -1,0 +1,635 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The oracle applies docs/metrics.md to each pod's full history, revision by
+// revision, as an exporter that saw every revision would. It shares no code
+// with podslo: it is written from the documented semantics (docs/metrics.md,
+// and the README of deploy/kwok for what the stages write), so that a
+// misreading on either side shows up as a mismatch to look into.
+
+// Metric names, as docs/metrics.md lists them.
+const (
+	mCreation     = "podslo_sandbox_creation_duration_seconds"
+	mRecreations  = "podslo_sandbox_recreations_total"
+	mTimeouts     = "podslo_sandbox_creation_timeouts_total"
+	mExcluded     = "podslo_sandbox_creations_excluded_total"
+	mPending      = "podslo_sandbox_creation_pending_pods"
+	mTermination  = "podslo_pod_termination_duration_seconds"
+	mOverGrace    = "podslo_pod_terminations_over_grace_total"
+	mReadiness    = "podslo_pod_readiness_duration_seconds"
+	mPhase        = "podslo_pod_startup_phase_duration_seconds"
+	mStabilize    = "podslo_pod_stabilization_duration_seconds"
+	mStableTrans  = "podslo_pod_stable_transitions_total"
+	mSkipped      = "podslo_observations_skipped_total"
+	mPodCreation  = "podslo_pod_sandbox_creation_seconds"
+	mPodRecreated = "podslo_pod_sandbox_recreations_total"
+	mPodPending   = "podslo_pod_sandbox_pending_seconds"
+	mPodReadiness = "podslo_pod_readiness_seconds"
+	mPodTerm      = "podslo_pod_termination_seconds"
+	mPodStable    = "podslo_pod_stable"
+)
+
+// histograms and counters are the aggregated families compared exactly.
+var (
+	histograms = []string{mCreation, mTermination, mReadiness, mPhase, mStabilize}
+	counters   = []string{mRecreations, mTimeouts, mExcluded, mOverGrace, mStableTrans, mSkipped}
+	// perPod are the per-pod families, checked for series of pods that no
+	// longer exist.
+	perPod = []string{mPodCreation, mPodRecreated, mPodPending, mPodReadiness, mPodTerm, mPodStable}
+)
+
+// oracleConfig is what the oracle needs to know beyond the histories.
+type oracleConfig struct {
+	// Timeout is the exporter's --sandbox-creation-timeout.
+	Timeout time.Duration
+	// ClaimClass maps namespace/claim to its StorageClass.
+	ClaimClass map[string]string
+	// UserError holds the pods given a FailedMount event for a missing
+	// Secret at creation.
+	UserError map[types.UID]bool
+	// Buckets are the histograms' classic bucket bounds, as exported.
+	Buckets []float64
+	// End is when the comparison is made: live pods are judged as of then.
+	End time.Time
+}
+
+// outcome is one pod's contribution to the aggregated series: histogram
+// observations and counter increments, keyed by series.
+type outcome struct {
+	Observe map[string][]float64 // histogram series → values
+	Count   map[string]float64   // counter series → increment
+}
+
+func newOutcome() outcome {
+	return outcome{Observe: map[string][]float64{}, Count: map[string]float64{}}
+}
+
+// podVerdict is how a pod was judged: its possible outcomes (one when
+// certain) and why more than one.
+type podVerdict struct {
+	Outcomes []outcome
+	// Loose names states the exporter may not have seen and whose effect
+	// the docs do not pin down; the pod then adds [0, its ideal outcome]
+	// to counts and [0, +Inf) to sums.
+	Loose []string
+	// Uncertain names the choices that made several outcomes.
+	Uncertain []string
+	// Ideal is the outcome had the exporter seen every revision.
+	Ideal outcome
+	// Live per-pod expectations, for pods that exist at the end.
+	Final podFinal
+}
+
+// podFinal is what the per-pod series of a live pod must show.
+type podFinal struct {
+	Alive       bool
+	Creation    *int64 // podslo_pod_sandbox_creation_seconds
+	Recreations *int64 // podslo_pod_sandbox_recreations_total (once the first sandbox was seen)
+	Readiness   *int64 // podslo_pod_readiness_seconds
+	Pending     bool   // podslo_pod_sandbox_pending_seconds present
+	UserError   bool
+	Labels      classLabels
+}
+
+type classLabels struct{ Runtime, Storage string }
+
+func (o *oracleConfig) labels(h *history) classLabels {
+	l := classLabels{Runtime: h.RuntimeClass, Storage: "none"}
+	if l.Runtime == "" {
+		l.Runtime = "none"
+	}
+	if len(h.Claims) > 0 {
+		names := make([]string, 0, len(h.Claims))
+		for _, c := range h.Claims {
+			class, ok := o.ClaimClass[h.Namespace+"/"+c]
+			if !ok {
+				class = "unknown"
+			}
+			names = append(names, class)
+		}
+		slices.Sort(names)
+		l.Storage = strings.Join(slices.Compact(names), ",")
+	}
+	return l
+}
+
+// seriesKey is the canonical text of one series: name{a="x",b="y"} with the
+// labels sorted by name.
+func seriesKey(name string, labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(name)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", k, labels[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func classSeries(name string, l classLabels, extra ...string) string {
+	m := map[string]string{"runtime_class": l.Runtime, "storage_class": l.Storage}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return seriesKey(name, m)
+}
+
+// choices fix, for one evaluation of a pod, what the exporter saw where the
+// timeline cannot tell.
+type choices struct {
+	Seen        bool // the exporter saw the pod at all
+	TermVisible bool // it saw the revision that ends the termination (or a later one)
+	TimedOut    bool // its timeout check caught the pod pending past the timeout
+}
+
+// walk applies the documented semantics to every revision of h and returns
+// the pod's outcome under ch, and the per-pod state at the end.
+func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMarks) {
+	out := newOutcome()
+	l := o.labels(h)
+	fin := podFinal{Labels: l, UserError: o.UserError[h.UID]}
+	marks := walkMarks{firstSandbox: -1, firstReady: -1, termination: -1}
+	if !ch.Seen {
+		return out, fin, marks
+	}
+	userError := o.UserError[h.UID]
+	var (
+		scheduled, firstSandbox, lastSandbox, firstReady int64
+		deletionRequested                                int64
+		terminationDone, excluded                        bool
+		recreations                                      int64
+		phases                                           = map[string]bool{}
+		skips                                            = map[string]bool{}
+	)
+	skip := func(sli, reason string) {
+		k := sli + "/" + reason
+		if skips[k] {
+			return
+		}
+		skips[k] = true
+		out.Count[seriesKey(mSkipped, map[string]string{"sli": sli, "reason": reason})]++
+	}
+	observe := func(name string, v int64, extra ...string) {
+		k := classSeries(name, l, extra...)
+		out.Observe[k] = append(out.Observe[k], float64(v))
+	}
+	count := func(name string, extra ...string) { out.Count[classSeries(name, l, extra...)]++ }
+	// phase observes a start-up phase once; a missing start or end leaves
+	// it for a later revision.
+	phase := func(p string, start, end int64) {
+		if phases[p] || start == 0 || end == 0 {
+			return
+		}
+		phases[p] = true
+		if end < start {
+			skip("startup_phase", "negative_duration")
+			return
+		}
+		observe(mPhase, end-start, "phase", p)
+	}
+	exclude := func() {
+		if !excluded {
+			excluded = true
+			count(mExcluded, "reason", "user_error")
+		}
+	}
+	for i := range h.Revs {
+		r := &h.Revs[i]
+		// Scheduling: creation to PodScheduled.
+		if r.Scheduled.isTrue() && r.Scheduled.Time != 0 {
+			if scheduled == 0 {
+				scheduled = r.Scheduled.Time
+			}
+			phase("scheduling", h.Created, r.Scheduled.Time)
+		}
+		// Sandbox: the first True is the creation, each newer True a
+		// re-creation.
+		sb := r.Sandbox
+		if sb.isTrue() && sb.Time != 0 {
+			switch {
+			case firstSandbox == 0:
+				firstSandbox, lastSandbox = sb.Time, sb.Time
+				marks.firstSandbox = i
+				s := r.Scheduled
+				switch {
+				case s.Status == "" || !s.isTrue():
+					skip("sandbox_creation", "no_scheduled_condition")
+				case s.Time == 0:
+					skip("sandbox_creation", "invalid_condition")
+				case userError:
+					phases["sandbox"] = true
+					exclude()
+					v := sb.Time - s.Time
+					if v >= 0 {
+						fin.Creation = &v
+					}
+				default:
+					phase("sandbox", s.Time, sb.Time)
+					if sb.Time < s.Time {
+						skip("sandbox_creation", "negative_duration")
+						break
+					}
+					v := sb.Time - s.Time
+					fin.Creation = &v
+					observe(mCreation, v)
+				}
+			case sb.Time > lastSandbox:
+				lastSandbox = sb.Time
+				recreations++
+				marks.recreations = append(marks.recreations, i)
+				count(mRecreations)
+			}
+		}
+		// Init: first sandbox to Initialized, pods with init containers.
+		if h.HasInit && r.Initialized.isTrue() {
+			phase("init", firstSandbox, r.Initialized.Time)
+		}
+		// Readiness, once: the first Ready=True.
+		if firstReady == 0 && r.Ready.isTrue() && r.Ready.Time != 0 {
+			readyAt := r.Ready.Time
+			firstReady = readyAt
+			marks.firstReady = i
+			from := firstSandbox
+			if h.HasInit && r.Initialized.isTrue() && r.Initialized.Time > from {
+				from = r.Initialized.Time
+			}
+			phase("containers", from, r.Started)
+			phase("readiness", r.Started, readyAt)
+			if userError {
+				phases["total"] = true
+			} else {
+				phase("total", h.Created, readyAt)
+			}
+			switch {
+			case r.Started == 0:
+				skip("readiness", "no_container_started")
+			case readyAt < r.Started:
+				skip("readiness", "negative_duration")
+			default:
+				v := readyAt - r.Started
+				fin.Readiness = &v
+				observe(mReadiness, v)
+			}
+		}
+		// Termination: the deletion request to the first sandbox False
+		// newer than its last readiness.
+		if r.Deletion != 0 && !terminationDone {
+			if deletionRequested == 0 {
+				deletionRequested = r.Deletion - r.Grace
+				if firstSandbox != 0 && sb.Status != "" && !sb.isTrue() && sb.Time < deletionRequested {
+					terminationDone = true
+					marks.termination = i
+					if ch.TermVisible {
+						skip("termination", "terminated_before_delete")
+					}
+					continue
+				}
+			}
+			if sb.isFalse() && firstSandbox != 0 && sb.Time > lastSandbox {
+				terminationDone = true
+				marks.termination = i
+				if ch.TermVisible {
+					down := sb.Time
+					if down < deletionRequested {
+						skip("termination", "negative_duration")
+					} else {
+						observe(mTermination, down-deletionRequested)
+						if down > r.Deletion {
+							count(mOverGrace)
+						}
+					}
+				}
+			}
+		}
+	}
+	gone := !h.Removed.IsZero() && !h.Removed.After(o.End)
+	if gone && (!terminationDone || !ch.TermVisible) {
+		skip("termination", "vanished")
+	}
+	// Timeout: scheduled, never a sandbox, not being deleted, past the
+	// timeout when a check ran.
+	if ch.TimedOut {
+		if userError {
+			exclude()
+		} else {
+			count(mTimeouts)
+		}
+	}
+	fin.Alive = !gone
+	if firstSandbox != 0 {
+		fin.Recreations = &recreations
+	}
+	fin.Pending = fin.Alive && scheduled != 0 && firstSandbox == 0 && deletionRequested == 0
+	marks.scheduled, marks.deletion = scheduled, deletionRequested
+	return out, fin, marks
+}
+
+// walkMarks are the revisions the visibility questions are about.
+type walkMarks struct {
+	scheduled, deletion int64 // Unix seconds; 0 if never
+	// Indexes into the revisions, -1 for none: the first sandbox True, the
+	// first Ready=True, each re-created sandbox, and the revision that
+	// ended the termination (observed or skipped).
+	firstSandbox, firstReady int
+	recreations              []int
+	termination              int
+}
+
+// stateEnd is when the state that revision i of h showed for a condition
+// ended: the first later revision where same() no longer holds, or the
+// pod's removal, or end.
+func stateEnd(h *history, i int, same func(a, b *revision) bool, end time.Time) time.Time {
+	for j := i + 1; j < len(h.Revs); j++ {
+		if !same(&h.Revs[i], &h.Revs[j]) {
+			return h.Revs[j].At
+		}
+	}
+	if !h.Removed.IsZero() {
+		return h.Removed
+	}
+	return end
+}
+
+// judge evaluates one pod against the timeline.
+func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
+	var v podVerdict
+	ideal, fin, marks := o.walk(h, choices{Seen: true, TermVisible: true})
+	v.Ideal, v.Final = ideal, fin
+	if len(h.Revs) == 0 {
+		return v
+	}
+	removedOrEnd := h.Removed
+	if removedOrEnd.IsZero() || removedOrEnd.After(o.End) {
+		removedOrEnd = o.End
+	}
+
+	// Was the pod seen at all?
+	seenOpts := []bool{true}
+	switch t.visibility(h.Revs[0].At, removedOrEnd) {
+	case visUnseen:
+		seenOpts = []bool{false}
+	case visUncertain:
+		seenOpts = []bool{true, false}
+		v.Uncertain = append(v.Uncertain, "seen at all")
+	}
+
+	// The termination: from the revision that ends it to the pod's removal
+	// (the delete event carries the last object).
+	termOpts := []bool{true}
+	if !h.Removed.IsZero() && marks.termination >= 0 {
+		switch t.visibility(h.Revs[marks.termination].At, h.Removed) {
+		case visUnseen:
+			termOpts = []bool{false}
+		case visUncertain:
+			termOpts = []bool{true, false}
+			v.Uncertain = append(v.Uncertain, "termination")
+		}
+	}
+
+	// The timeout: a check must have caught the pod pending past it.
+	timeoutOpts := []bool{false}
+	if marks.scheduled != 0 && marks.firstSandbox < 0 {
+		// The check counts a pod once now.Unix() - scheduled > timeout.
+		due := time.Unix(marks.scheduled+int64(o.Timeout/time.Second)+1, 0)
+		deleted := removedOrEnd
+		for _, r := range h.Revs {
+			if r.Deletion != 0 {
+				deleted = r.At
+				break
+			}
+		}
+		// Surely counted: a check ran while the pod was pending past its
+		// timeout and before its deletion existed.
+		surely := t.checkedBetween(due.Add(time.Second), deleted)
+		// Surely not: no check could run between the timeout and the
+		// moment the exporter surely knew of the deletion (or, for a pod
+		// alive at the end, the end).
+		until := o.End
+		if deleted.Before(o.End) {
+			until = t.seenBy(deleted)
+		}
+		never := !t.mayCheckBetween(due, until)
+		switch {
+		case surely:
+			timeoutOpts = []bool{true}
+		case never:
+		default:
+			timeoutOpts = []bool{true, false}
+			v.Uncertain = append(v.Uncertain, "timeout")
+		}
+	}
+
+	// States whose loss the docs do not pin down: the first sandbox, the
+	// first Ready, each re-created sandbox.
+	sandboxSame := func(a, b *revision) bool { return a.Sandbox == b.Sandbox }
+	readySame := func(a, b *revision) bool { return a.Ready == b.Ready }
+	check := func(name string, i int, same func(a, b *revision) bool) {
+		if t.visibility(h.Revs[i].At, stateEnd(h, i, same, removedOrEnd)) != visSeen {
+			v.Loose = append(v.Loose, name)
+		}
+	}
+	if marks.firstSandbox >= 0 {
+		check("first sandbox", marks.firstSandbox, sandboxSame)
+	}
+	if marks.firstReady >= 0 {
+		check("first Ready", marks.firstReady, readySame)
+	}
+	for _, i := range marks.recreations {
+		check("re-created sandbox", i, sandboxSame)
+	}
+
+	for _, seen := range seenOpts {
+		for _, term := range termOpts {
+			for _, to := range timeoutOpts {
+				out, _, _ := o.walk(h, choices{Seen: seen, TermVisible: term, TimedOut: to})
+				v.Outcomes = append(v.Outcomes, out)
+			}
+		}
+	}
+	return v
+}
+
+// bounds is the range an exported value must fall in.
+type bounds struct{ Lo, Hi float64 }
+
+// expectation is the expected value of every aggregated series.
+type expectation struct {
+	Series map[string]bounds
+	// Observations is, per histogram family, the observations the oracle
+	// is certain of; Counted the same for counter families.
+	Observations map[string]float64
+	// Loose lists the series whose upper bound is open because of a pod
+	// whose states the exporter may have missed.
+	Loose map[string]bool
+}
+
+// expect sums every pod's verdict into per-series bounds: each pod adds the
+// least and the most it can add.
+func (o *oracleConfig) expect(verdicts map[types.UID]*podVerdict) *expectation {
+	e := &expectation{Series: map[string]bounds{}, Observations: map[string]float64{}, Loose: map[string]bool{}}
+	add := func(k string, lo, hi float64) {
+		b := e.Series[k]
+		b.Lo += lo
+		b.Hi += hi
+		e.Series[k] = b
+	}
+	for _, v := range verdicts {
+		// Every series any outcome touches.
+		keys := map[string]bool{}
+		for _, out := range append(v.Outcomes, v.Ideal) {
+			for k := range out.Observe {
+				keys[k] = true
+			}
+			for k := range out.Count {
+				keys[k] = true
+			}
+		}
+		for k := range keys {
+			if strings.HasPrefix(k, mSkipped) || isCounterSeries(k) {
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for _, out := range v.Outcomes {
+					lo, hi = math.Min(lo, out.Count[k]), math.Max(hi, out.Count[k])
+				}
+				if len(v.Loose) > 0 && !strings.HasPrefix(k, mSkipped) {
+					lo, hi = 0, math.Max(hi, v.Ideal.Count[k])
+					e.Loose[k] = true
+				}
+				add(k, lo, hi)
+				e.Observations[familyOf(k)] += lo
+				continue
+			}
+			// A histogram series: _count, _sum and every bucket.
+			name, labels := splitSeries(k)
+			countLo, countHi := math.Inf(1), math.Inf(-1)
+			sumLo, sumHi := math.Inf(1), math.Inf(-1)
+			bLo := make([]float64, len(o.Buckets)+1)
+			bHi := make([]float64, len(o.Buckets)+1)
+			for i := range bLo {
+				bLo[i] = math.Inf(1)
+				bHi[i] = math.Inf(-1)
+			}
+			for _, out := range v.Outcomes {
+				vals := out.Observe[k]
+				n := float64(len(vals))
+				var s float64
+				for _, x := range vals {
+					s += x
+				}
+				countLo, countHi = math.Min(countLo, n), math.Max(countHi, n)
+				sumLo, sumHi = math.Min(sumLo, s), math.Max(sumHi, s)
+				for i := range bLo {
+					c := float64(countLE(vals, o.bucketBound(i)))
+					bLo[i], bHi[i] = math.Min(bLo[i], c), math.Max(bHi[i], c)
+				}
+			}
+			if len(v.Loose) > 0 {
+				countLo, sumLo, sumHi = 0, 0, math.Inf(1)
+				countHi = math.Max(countHi, float64(len(v.Ideal.Observe[k])))
+				for i := range bLo {
+					bLo[i], bHi[i] = 0, math.Max(bHi[i], countHi)
+				}
+				e.Loose[name+"_count"+labels] = true
+			}
+			add(name+"_count"+labels, countLo, countHi)
+			add(name+"_sum"+labels, sumLo, sumHi)
+			for i := range bLo {
+				add(bucketKey(name, labels, o.bucketBound(i)), bLo[i], bHi[i])
+			}
+			e.Observations[name] += countLo
+		}
+	}
+	return e
+}
+
+func (o *oracleConfig) bucketBound(i int) float64 {
+	if i < len(o.Buckets) {
+		return o.Buckets[i]
+	}
+	return math.Inf(1)
+}
+
+func countLE(vals []float64, le float64) int {
+	n := 0
+	for _, v := range vals {
+		if v <= le {
+			n++
+		}
+	}
+	return n
+}
+
+func isCounterSeries(k string) bool {
+	name, _ := splitSeries(k)
+	return slices.Contains(counters, name)
+}
+
+// splitSeries splits `name{labels}` into name and `{labels}`.
+func splitSeries(k string) (string, string) {
+	i := strings.IndexByte(k, '{')
+	if i < 0 {
+		return k, "{}"
+	}
+	return k[:i], k[i:]
+}
+
+func familyOf(k string) string {
+	name, _ := splitSeries(k)
+	for _, suffix := range []string{"_count", "_sum", "_bucket"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && slices.Contains(histograms, base) {
+			return base
+		}
+	}
+	return name
+}
+
+// bucketKey is the series of one cumulative bucket: the labels with le.
+func bucketKey(name, labels string, le float64) string {
+	inner := strings.TrimSuffix(strings.TrimPrefix(labels, "{"), "}")
+	leText := strconv.FormatFloat(le, 'g', -1, 64)
+	if math.IsInf(le, 1) {
+		leText = "+Inf"
+	}
+	// Labels are sorted by name; le sorts after every class label but
+	// before none of them (phase < runtime_class < storage_class, and
+	// "le" < "phase"), so rebuild the map to keep the canonical order.
+	m := parseLabels(inner)
+	m["le"] = leText
+	return seriesKey(name+"_bucket", m)
+}
+
+// parseLabels reads `a="x",b="y"` as written by seriesKey.
+func parseLabels(s string) map[string]string {
+	m := map[string]string{}
+	for s != "" {
+		k, rest, ok := strings.Cut(s, "=")
+		if !ok {
+			break
+		}
+		v, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			break
+		}
+		m[k], _ = strconv.Unquote(v)
+		s = strings.TrimPrefix(rest[len(v):], ",")
+	}
+	return m
+}
