@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -343,22 +344,18 @@ func (d *driver) forceReplace(ctx context.Context, n int) []*slot {
 			continue
 		}
 		if s.kind.Stuck {
-			if time.Since(s.created) < d.o.SandboxTimeout/3 {
-				stuck = append(stuck, s)
-			}
+			stuck = append(stuck, s)
 		} else {
 			ready = append(ready, s)
 		}
 	}
-	var picked []*slot
-	for _, pool := range [][]*slot{stuck, ready} {
-		d.rng.Shuffle(len(pool), func(i, j int) { pool[i], pool[j] = pool[j], pool[i] })
-		want := n/2 + n%2
-		if len(picked) > 0 {
-			want = n - len(picked)
-		}
-		picked = append(picked, pool[:min(want, len(pool))]...)
-	}
+	// The youngest stuck pods: the exporter must relist long before their
+	// timeout, which must then not be counted.
+	slices.SortFunc(stuck, func(a, b *slot) int { return b.created.Compare(a.created) })
+	stuck = stuck[:min(len(stuck), n)]
+	d.rng.Shuffle(len(ready), func(i, j int) { ready[i], ready[j] = ready[j], ready[i] })
+	picked := stuck[:min(len(stuck), n/2+n%2)]
+	picked = append(slices.Clone(picked), ready[:min(len(ready), n-len(picked))]...)
 	for _, s := range picked {
 		s.deleting = true
 	}

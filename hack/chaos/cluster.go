@@ -38,6 +38,9 @@ type cluster struct {
 	dir        string // the cluster's directory under workdir
 	Kubeconfig string
 	log        *slog.Logger
+	// keepLogs, if set, is where the components' logs are copied before
+	// the cluster is deleted.
+	keepLogs string
 	// apiserver is the restarted kube-apiserver, once the run restarted it.
 	apiserver *exec.Cmd
 	apiDone   chan struct{}
@@ -112,6 +115,12 @@ func (c *cluster) down() {
 	// A fresh context: the run's may be cancelled already.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	if c.keepLogs != "" {
+		// kwokctl removes the cluster's directory with its logs.
+		if out, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(c.dir, "logs"), c.keepLogs).CombinedOutput(); err != nil {
+			c.log.Warn("Keeping the cluster's logs failed", "err", err, "output", string(out))
+		}
+	}
 	// --kubeconfig must name a file; a missing one is only logged.
 	cmd := exec.CommandContext(ctx, c.kwokctl, "--name", clusterName, "delete", "cluster",
 		"--kubeconfig", filepath.Join(c.workdir, "no-kubeconfig"))
@@ -149,9 +158,11 @@ func readPid(path string) (int, error) {
 	return pid, nil
 }
 
-// process is how to run a process again as it runs now: its command line,
-// environment and working directory, read from /proc.
+// processImage is how to run a process again as it runs now: its
+// executable, command line, environment and working directory, read from
+// /proc (kwokctl starts kube-apiserver by a name on its own PATH).
 type processImage struct {
+	Exe  string
 	Args []string
 	Env  []string
 	Dir  string
@@ -177,7 +188,11 @@ func imageOf(pid int) (*processImage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &processImage{Args: args, Env: env, Dir: dir}, nil
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return nil, err
+	}
+	return &processImage{Exe: exe, Args: args, Env: env, Dir: dir}, nil
 }
 
 func (p *processImage) flag(name string) string {
@@ -234,7 +249,8 @@ func (c *cluster) startAPIServer(img *processImage) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(img.Args[0], img.Args[1:]...)
+	cmd := exec.Command(img.Exe, img.Args[1:]...)
+	cmd.Args[0] = img.Args[0]
 	cmd.Env, cmd.Dir = img.Env, img.Dir
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Our child this time: killed with the run if the run dies.

@@ -38,20 +38,20 @@ func planFaults(o *Options, start time.Time, rng *rand.Rand) []fault {
 	var items []item
 	for range o.Kills {
 		down := time.Second + time.Duration(rng.Int64N(int64(o.MaxDown-time.Second)+1))
-		items = append(items, item{fault{Kind: faultKill, Down: down}, pauseBefore + down + killSlot})
+		items = append(items, item{fault{Kind: faultKill, Down: down}, pauseBefore + down + killRoom})
 	}
 	if o.Outage > 0 {
-		items = append(items, item{fault{Kind: faultOutage}, pauseBefore + o.Outage + 2*time.Minute})
+		items = append(items, item{fault{Kind: faultOutage}, pauseBefore + o.Outage + outageRoom})
 	}
 	if o.DiskFull > 0 {
-		items = append(items, item{fault{Kind: faultDiskFull}, pauseBefore + o.DiskFull + time.Minute})
+		items = append(items, item{fault{Kind: faultDiskFull}, pauseBefore + o.DiskFull + diskFullRoom})
 	}
 	rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
 	var used time.Duration
 	for _, it := range items {
 		used += it.width
 	}
-	free := max(o.Churn-used-30*time.Second, 0)
+	free := max(o.Churn-used, 0)
 	weights := make([]float64, len(items)+1)
 	var total float64
 	for i := range weights {
@@ -111,6 +111,7 @@ type faults struct {
 	rec  *recorder
 	d    *driver
 	fs   *stateFS
+	c    *client
 	plan []fault
 
 	mu          sync.Mutex
@@ -241,6 +242,12 @@ func (f *faults) outage(ctx context.Context) error {
 	}
 	rec := outageRecord{Stop: time.Now()}
 	f.log.Info("Stopped kube-apiserver", "for", f.o.Outage)
+	// The newest resource version any watcher can hold: nothing writes
+	// while kube-apiserver is down.
+	if err := f.rec.catchUp(ctx); err != nil {
+		return err
+	}
+	lastRV, _ := f.rec.position()
 	if f.o.Compactions > 0 {
 		if err := f.compact(ctx, true); err != nil {
 			return err
@@ -259,6 +266,7 @@ func (f *faults) outage(ctx context.Context) error {
 	rec.APIReady = time.Now()
 	f.log.Info("kube-apiserver is back", "after", rec.APIReady.Sub(rec.Stop).Round(time.Millisecond))
 	replaced := f.d.forceReplace(ctx, max(2, min(20, f.o.Pods/20)))
+	rec.StaleWatch = f.c.watchFrom(ctx, lastRV)
 	f.mu.Lock()
 	f.Replaced += len(replaced)
 	f.mu.Unlock()
@@ -278,7 +286,17 @@ func (f *faults) outage(ctx context.Context) error {
 			break
 		}
 	}
-	f.log.Info("The exporter watches pods again", "afterAPI", rec.WatchBack.Sub(rec.APIReady).Round(time.Millisecond), "replaced", len(replaced))
+	if !rec.WatchBack.IsZero() {
+		if err := sleepUntil(ctx, rec.WatchBack.Add(5*time.Second)); err != nil {
+			return err
+		}
+		if after, err := scrapeMetrics(ctx, f.sup.URL); err == nil && before != nil {
+			rec.EventsAtReturn = after.PodEvents - before.PodEvents
+		}
+		f.rec.view(func(*history) { rec.LivePods++ })
+	}
+	f.log.Info("The exporter watches pods again", "afterAPI", rec.WatchBack.Sub(rec.APIReady).Round(time.Millisecond),
+		"replaced", len(replaced), "staleWatch", rec.StaleWatch, "eventsAtReturn", rec.EventsAtReturn, "livePods", rec.LivePods)
 	f.mu.Lock()
 	f.Outages = append(f.Outages, rec)
 	f.mu.Unlock()

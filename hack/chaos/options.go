@@ -42,7 +42,8 @@ type Options struct {
 	// Kills is the number of times the exporter is SIGKILLed. Default 20.
 	Kills int
 	// MaxDown is the longest the exporter stays down after a kill (each
-	// down time is drawn from [1s, MaxDown]). Default 10s.
+	// down time is drawn from [1s, MaxDown]); pods are deleted during the
+	// longer ones. Default 20s.
 	MaxDown time.Duration
 	// Outage is how long kube-apiserver is stopped, once; 0: never.
 	// Default 60s.
@@ -63,7 +64,7 @@ type Options struct {
 	// the sandbox crash comes this long after Ready, and a pod is deleted
 	// no sooner than this after its last Ready. It must outlast the
 	// exporter's longest blind spell (down time plus restart), or the
-	// exporter cannot see what the ground truth holds. Default 30s.
+	// exporter cannot see what the ground truth holds. Default 45s.
 	MinLife time.Duration
 	// Seed seeds every random choice; 0 picks one (logged).
 	Seed int64
@@ -90,13 +91,13 @@ func parseOptions(args []string) (*Options, error) {
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 3, "pods deleted (and created) per second during the churn")
 	fs.DurationVar(&o.Churn, "churn", 15*time.Minute, "how long the pods churn; the faults happen within")
 	fs.IntVar(&o.Kills, "kills", 20, "exporter SIGKILLs")
-	fs.DurationVar(&o.MaxDown, "max-down", 10*time.Second, "longest down time after a kill")
+	fs.DurationVar(&o.MaxDown, "max-down", 20*time.Second, "longest down time after a kill")
 	fs.DurationVar(&o.Outage, "outage", time.Minute, "kube-apiserver stopped this long, once (0: never)")
 	fs.IntVar(&o.Compactions, "compactions", 2, "etcd compactions (the first during the outage)")
 	fs.DurationVar(&o.DiskFull, "disk-full", 30*time.Second, "the state filesystem stays full this long, once (0: never)")
 	fs.IntVar(&o.StateFSMiB, "state-fs-mib", 256, "size of the exporter's state filesystem")
 	fs.DurationVar(&o.SandboxTimeout, "sandbox-timeout", 2*time.Minute, "the exporter's --sandbox-creation-timeout")
-	fs.DurationVar(&o.MinLife, "min-life", 30*time.Second, "shortest life of any pod state the SLIs read")
+	fs.DurationVar(&o.MinLife, "min-life", 45*time.Second, "shortest life of any pod state the SLIs read")
 	fs.Int64Var(&o.Seed, "seed", 0, "random seed (0: pick one)")
 	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
 	fs.StringVar(&o.Markdown, "markdown", "results/results.md", "markdown report")
@@ -159,20 +160,27 @@ func (o *Options) Validate() error {
 
 // Spacing of the faults: before each, deletions pause for pauseBefore so
 // that every termination in flight completes while the exporter still
-// watches, and each fault gets room after it.
+// watches (deploy/kwok takes the sandbox down at most 4 s after the
+// request and removes the pod 1 s later; the rest is for a busy kwok), and
+// each fault gets room after it.
 const (
-	pauseBefore = 15 * time.Second
-	killSlot    = 30 * time.Second // a kill, the down time, the restart
+	pauseBefore = 8 * time.Second
+	// The room each fault takes: a kill, the down time and the restart;
+	// the outage and the exporter's return to its watch; the full disk and
+	// a crash loop's end.
+	killRoom     = 20 * time.Second
+	outageRoom   = time.Minute
+	diskFullRoom = 30 * time.Second
 )
 
 // faultTime is about how long the faults take back to back.
 func (o *Options) faultTime() time.Duration {
-	d := time.Duration(o.Kills)*(killSlot+o.MaxDown) + 2*pauseBefore
+	d := time.Duration(o.Kills) * (pauseBefore + o.MaxDown + killRoom)
 	if o.Outage > 0 {
-		d += o.Outage + 2*time.Minute
+		d += pauseBefore + o.Outage + outageRoom
 	}
 	if o.DiskFull > 0 {
-		d += o.DiskFull + time.Minute
+		d += pauseBefore + o.DiskFull + diskFullRoom
 	}
 	return d
 }

@@ -307,3 +307,27 @@ func TestBucketKeyOrder(t *testing.T) {
 		t.Errorf("got %s, want %s", got, want)
 	}
 }
+
+// TestOracleReplacedInOutage is the pod force-deleted and created again
+// under its name while the exporter's watch is down: the old UID vanishes,
+// and its timeout, due after the exporter watches again, must never count.
+func TestOracleReplacedInOutage(t *testing.T) {
+	h := build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)})
+	h.Removed = at(20.1) // grace 0: no revision with a deletion timestamp
+	outage := outageRecord{Stop: at(5), APIReady: at(20), WatchBack: at(25)}
+	tl := buildTimeline([]instance{{N: 1, Start: at(-20), Ready: at(-15)}}, []outageRecord{outage})
+	v := config().judge(h, tl)
+	if len(v.Outcomes) != 1 || len(v.Uncertain) > 0 {
+		t.Fatalf("want one certain outcome, got %d (uncertain %v)", len(v.Outcomes), v.Uncertain)
+	}
+	out := v.Outcomes[0]
+	want := map[string]float64{
+		seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "vanished"}): 1,
+	}
+	if len(out.Count) != len(want) || out.Count[seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "vanished"})] != 1 {
+		t.Errorf("counters: got %v, want %v", out.Count, want)
+	}
+	if v.Final.Alive || v.Final.Pending {
+		t.Errorf("final: %+v", v.Final)
+	}
+}

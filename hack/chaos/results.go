@@ -37,13 +37,15 @@ type Results struct {
 	PodsSeen int `json:"podsSeen"`
 	// UncertainPods had a state the run cannot tell whether the exporter
 	// saw (by reason); LoosePods a creation-side state it may have missed.
-	UncertainPods map[string]int  `json:"uncertainPods"`
-	LoosePods     map[string]int  `json:"loosePods"`
-	Families      []*FamilyResult `json:"families"`
-	PodCheck      *PodCheck       `json:"podCheck"`
-	ExporterLog   LogResult       `json:"exporterLog"`
-	Timeline      *timeline       `json:"timeline"`
-	Failures      []string        `json:"failures,omitempty"`
+	UncertainPods map[string]int `json:"uncertainPods"`
+	LoosePods     map[string]int `json:"loosePods"`
+	// Unjudged lists those pods with their reasons.
+	Unjudged    []string        `json:"unjudged,omitempty"`
+	Families    []*FamilyResult `json:"families"`
+	PodCheck    *PodCheck       `json:"podCheck"`
+	ExporterLog LogResult       `json:"exporterLog"`
+	Timeline    *timeline       `json:"timeline"`
+	Failures    []string        `json:"failures,omitempty"`
 }
 
 // RestartResult is the time from each exporter start to its first 200 on
@@ -161,7 +163,11 @@ func judgeRun(res *Results, o *Options, rec *recorder, sup *supervisor, f *fault
 		for _, l := range v.Loose {
 			res.LoosePods[l]++
 		}
+		if len(v.Uncertain)+len(v.Loose) > 0 {
+			res.Unjudged = append(res.Unjudged, fmt.Sprintf("%s/%s %s: uncertain %v, loose %v", h.Namespace, h.Name, uid, v.Uncertain, v.Loose))
+		}
 	}
+	sort.Strings(res.Unjudged)
 	exp := oc.expect(verdicts)
 	res.Families = compare(exp, got)
 	res.PodCheck = checkPods(byUID, names, got)
@@ -269,7 +275,8 @@ func (r *Results) markdown() string {
 	if f := r.Faults; f != nil {
 		fmt.Fprintf(&b, "- Faults: %d kills survived", len(f.Kills))
 		for _, out := range f.Outages {
-			fmt.Fprintf(&b, "; kube-apiserver down %.0f s (the exporter's pod watch back %.1f s after the API server)", out.APIReady.Sub(out.Stop).Seconds(), out.WatchBack.Sub(out.APIReady).Seconds())
+			fmt.Fprintf(&b, "; kube-apiserver down %.0f s (a watch from before the stop: %s; the exporter handled pod events again %.1f s after the API server's return, %.0f of them in its first 5 s for %d pods)",
+				out.APIReady.Sub(out.Stop).Seconds(), out.StaleWatch, out.WatchBack.Sub(out.APIReady).Seconds(), out.EventsAtReturn, out.LivePods)
 		}
 		fmt.Fprintf(&b, "; %d etcd compactions", len(f.Compactions))
 		for _, d := range f.DiskFull {
@@ -284,7 +291,11 @@ func (r *Results) markdown() string {
 		fmt.Fprintf(&b, "  - crash: `%s`\n", f)
 	}
 	fmt.Fprintf(&b, "- 410 Gone relists in the exporter's logs: %d.\n", r.ExporterLog.TooOld)
-	fmt.Fprintf(&b, "- Pods the run cannot judge exactly: uncertain %v, loose %v.\n\n", r.UncertainPods, r.LoosePods)
+	fmt.Fprintf(&b, "- Pods the run cannot judge exactly: uncertain %v, loose %v.\n", r.UncertainPods, r.LoosePods)
+	for _, u := range head(r.Unjudged, 20) {
+		fmt.Fprintf(&b, "  - %s\n", u)
+	}
+	b.WriteString("\n")
 	b.WriteString("| Family | Observations compared | Lost | Doubled | Sums off | Buckets off | Uncertain |\n|---|---:|---:|---:|---:|---:|---:|\n")
 	for _, f := range r.Families {
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %d | %d | %s |\n", f.Family, fmtNum(f.Compared), fmtNum(f.Lost), fmtNum(f.Doubled), f.SumMismatches, f.BucketMismatches, fmtNum(f.Uncertain))

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -40,6 +41,9 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 2))
 
 	cl := &cluster{log: log}
+	if o.Keep {
+		cl.keepLogs = filepath.Join(o.Workdir, "cluster-logs")
+	}
 	defer cl.down()
 	if err := cl.up(ctx, o); err != nil {
 		return err
@@ -104,9 +108,9 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 
 	// The plan comes first: crash pods created while growing must not
 	// lose their sandbox in the outage or on the full disk.
-	churnStart := time.Now().Add(time.Duration(float64(o.Pods)/o.CreateRate*float64(time.Second)) + time.Minute)
+	churnStart := time.Now().Add(time.Duration(float64(o.Pods)/o.CreateRate*float64(time.Second)) + 30*time.Second)
 	churnEnd := churnStart.Add(o.Churn)
-	f := &faults{o: o, log: log, sup: sup, cl: cl, etcd: etcd, rec: rec, d: d, fs: fs, plan: planFaults(o, churnStart, rng)}
+	f := &faults{o: o, log: log, sup: sup, cl: cl, etcd: etcd, rec: rec, d: d, fs: fs, c: c, plan: planFaults(o, churnStart, rng)}
 	res.Plan = f.plan
 	d.allowed, d.crashAllowed = f.allowed, f.crashAllowed
 	d.stuckUntil = churnEnd.Add(-(o.SandboxTimeout + 20*time.Second))
@@ -141,7 +145,7 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 
 	log.Info("Settling")
 	settled := time.Now()
-	end, got, serr := settle(ctx, o, d, rec, sup)
+	end, got, serr := settle(ctx, o, d, rec, sup, log)
 	res.SettleSeconds = time.Since(settled).Seconds()
 	if serr != nil {
 		log.Error("The run did not settle; comparing what there is", "err", serr)
@@ -175,8 +179,9 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 // longer changes (Ready after its crash, if any; stuck past its timeout),
 // the recorder has caught up, and two scrapes 5 s apart agree. It returns
 // the time of the last scrape and the scrape.
-func settle(ctx context.Context, o *Options, d *driver, rec *recorder, sup *supervisor) (time.Time, *exposition, error) {
+func settle(ctx context.Context, o *Options, d *driver, rec *recorder, sup *supervisor, log *slog.Logger) (time.Time, *exposition, error) {
 	deadline := time.Now().Add(o.SettleTimeout)
+	logged := time.Now()
 	var last *exposition
 	var lastAt time.Time
 	var why string
@@ -186,6 +191,10 @@ func settle(ctx context.Context, o *Options, d *driver, rec *recorder, sup *supe
 		}
 		why = unsettled(o, d, rec, sup)
 		if why != "" {
+			if time.Since(logged) > 30*time.Second {
+				log.Info("Not settled yet", "why", why)
+				logged = time.Now()
+			}
 			continue
 		}
 		if err := rec.catchUp(ctx); err != nil {
@@ -216,6 +225,8 @@ func settle(ctx context.Context, o *Options, d *driver, rec *recorder, sup *supe
 
 // unsettled says what is still changing, or "" when nothing is.
 func unsettled(o *Options, d *driver, rec *recorder, sup *supervisor) string {
+	// The churn is over: removed pods only need their slots cleared.
+	d.reap(time.Now())
 	if d.busy() {
 		return "API calls in flight"
 	}

@@ -126,18 +126,28 @@ func (t *timeline) mayCheckBetween(a, b time.Time) bool {
 }
 
 // seenBy is the earliest time by which the exporter surely knew of a change
-// made at at: at once if it was watching then, else at the end of the next
-// snapshot. It is the far future if nothing surely saw it.
+// made at at: at once if it was watching then, else by the end of the
+// snapshot under way or the next one. It is the far future if nothing
+// surely saw it.
 func (t *timeline) seenBy(at time.Time) time.Time {
 	for _, s := range t.Watching {
 		if !at.Before(s.From) && at.Before(s.end()) {
 			return at.Add(processingMargin)
 		}
 	}
+	// A change during a snapshot span is in the list, or comes on the
+	// watch that follows it; a change before one is in its list.
 	best := time.Unix(1<<40, 0)
 	for _, s := range t.Snapshots {
-		if !s.From.Before(at) && s.end().Before(best) {
-			best = s.end()
+		if s.end().Before(at) {
+			continue
+		}
+		by := s.end()
+		if !at.Before(s.From) {
+			by = by.Add(processingMargin)
+		}
+		if by.Before(best) {
+			best = by
 		}
 	}
 	return best
@@ -178,9 +188,19 @@ type outageRecord struct {
 	Stop time.Time `json:"stop"`
 	// APIReady is the first /readyz of the new kube-apiserver.
 	APIReady time.Time `json:"apiReady"`
-	// WatchBack is when the exporter's per-pod series first showed a pod
-	// created after the outage: its pod watch was live again by then.
+	// WatchBack is when the exporter first handled a pod event after
+	// the API server's return: its pod watch was live again by then.
 	WatchBack time.Time `json:"watchBack"`
+	// StaleWatch is what a watch of the pods from the last resource
+	// version before the stop got from the new API server: "410 Gone"
+	// when the compaction (and the new watch cache) make every watcher
+	// relist.
+	StaleWatch string `json:"staleWatch"`
+	// EventsAtReturn is how many pod events the exporter handled from
+	// the API server's return to 5 s after WatchBack, and LivePods how
+	// many pods existed then: a relist handles every pod again.
+	EventsAtReturn float64 `json:"eventsAtReturn"`
+	LivePods       int     `json:"livePods"`
 }
 
 // buildTimeline derives what the exporter could see from its processes and

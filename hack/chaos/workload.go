@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -317,4 +319,31 @@ func (c *client) deletePod(ctx context.Context, namespace, name string, uid type
 		return nil // gone already, or replaced
 	}
 	return err
+}
+
+// watchFrom starts a watch of every pod from resource version rv and says
+// what the API server answered: "410 Gone" when rv is too old to resume
+// from (compacted, or older than its watch cache), so that a watcher must
+// list again.
+func (c *client) watchFrom(ctx context.Context, rv int64) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w, err := c.cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(rv, 10)})
+	switch {
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		return "410 Gone"
+	case err != nil:
+		return "error: " + err.Error()
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type != watch.Error {
+			return fmt.Sprintf("resumed (first event %s)", ev.Type)
+		}
+		if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired) {
+			return "410 Gone"
+		}
+		return fmt.Sprintf("error event %v", ev.Object)
+	}
+	return "resumed (no event within 10s)"
 }
