@@ -138,12 +138,12 @@ bench-scale: build testbin kwokbin $(KSMBIN)
 chaos: build testbin kwokbin
 	cd hack/chaos && $(GO) run . --out results/full.json --markdown results/full.md $(CHAOS_FLAGS)
 
-## chaos-short: the same with 300 pods, 5 kills, a 15 s outage, one
-## compaction and a 10 s full disk, in about 6 minutes (part of `make test`).
+## chaos-short: the same with 300 pods, 4 kills, a 15 s outage, one
+## compaction and a 10 s full disk, in about 7 minutes (part of `make test`).
 chaos-short: build testbin kwokbin
 	cd hack/chaos && $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
-		--churn 4m --kills 5 --max-down 12s --outage 15s --compactions 1 --disk-full 10s \
-		--sandbox-timeout 60s --min-life 25s --settle-timeout 5m \
+		--churn 270s --kills 4 --max-down 10s --outage 15s --compactions 1 --disk-full 10s \
+		--sandbox-timeout 60s --min-life 20s --settle-timeout 5m \
 		--out results/short.json --markdown results/short.md $(CHAOS_FLAGS)
 
 # kube-state-metrics is built from its module on the Go module proxy, in the

@@ -294,8 +294,10 @@ func (s *supervisor) waitReady(ctx context.Context, timeout time.Duration) error
 	}
 }
 
-// firstFatal returns the first line of a Go runtime fatal error or panic in
-// a log, and the signal line after it.
+// firstFatal sums up how a process died from its log: a Go runtime fatal
+// error with its signal and the first frame outside the runtime (where it
+// died), a panic, or else the last error it logged. Addresses are left out
+// so that the same crash reads the same every time.
 func firstFatal(path string) string {
 	f, err := os.Open(path)
 	if err != nil {
@@ -304,22 +306,42 @@ func firstFatal(path string) string {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	var out []string
+	var what, signal, first string
 	for sc.Scan() {
 		line := sc.Text()
 		switch {
-		case len(out) == 0 && (strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:") || strings.HasPrefix(line, "unexpected fault")):
-			out = append(out, line)
-		case len(out) == 1 && strings.HasPrefix(line, "[signal"):
-			return out[0] + " " + line
-		case len(out) == 1:
-			return out[0]
+		case what == "" && (strings.HasPrefix(line, "fatal error:") || strings.HasPrefix(line, "panic:")):
+			what = line
+		case what != "" && signal == "" && strings.HasPrefix(line, "[signal "):
+			// [signal SIGBUS: bus error code=0x2 addr=0x7f... pc=0x...]
+			signal = line
+			if i := strings.Index(signal, " addr="); i >= 0 {
+				signal = signal[:i] + "]"
+			}
+		case what != "" && strings.HasPrefix(line, "goroutine "):
+		case what != "" && line == "" && first != "":
+			// The end of the crashing goroutine's stack.
+			return strings.TrimSpace(what + " " + signal + " in " + first)
+		case what != "" && line != "" && !strings.HasPrefix(line, "\t") && !strings.HasPrefix(line, "runtime.") && strings.Contains(line, "("):
+			frame := line
+			if i := strings.LastIndex(frame, "("); i > 0 {
+				frame = frame[:i]
+			}
+			// The state store's own frame says more than a helper's.
+			if strings.Contains(frame, "/badger/") {
+				return strings.TrimSpace(what + " " + signal + " in " + frame)
+			}
+			if first == "" {
+				first = frame
+			}
 		}
 	}
-	if len(out) > 0 {
-		return out[0]
+	if what != "" && first != "" {
+		return strings.TrimSpace(what + " " + signal + " in " + first)
 	}
-	// No Go crash: the last error logged, if it exited with one.
+	if what != "" {
+		return strings.TrimSpace(what + " " + signal)
+	}
 	return lastErrorLine(path)
 }
 

@@ -43,7 +43,7 @@ type Options struct {
 	Kills int
 	// MaxDown is the longest the exporter stays down after a kill (each
 	// down time is drawn from [1s, MaxDown]); pods are deleted during the
-	// longer ones. Default 20s.
+	// longer ones. Default 12s.
 	MaxDown time.Duration
 	// Outage is how long kube-apiserver is stopped, once; 0: never.
 	// Default 60s.
@@ -64,7 +64,7 @@ type Options struct {
 	// the sandbox crash comes this long after Ready, and a pod is deleted
 	// no sooner than this after its last Ready. It must outlast the
 	// exporter's longest blind spell (down time plus restart), or the
-	// exporter cannot see what the ground truth holds. Default 45s.
+	// exporter cannot see what the ground truth holds. Default 40s.
 	MinLife time.Duration
 	// Seed seeds every random choice; 0 picks one (logged).
 	Seed int64
@@ -91,13 +91,13 @@ func parseOptions(args []string) (*Options, error) {
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 3, "pods deleted (and created) per second during the churn")
 	fs.DurationVar(&o.Churn, "churn", 15*time.Minute, "how long the pods churn; the faults happen within")
 	fs.IntVar(&o.Kills, "kills", 20, "exporter SIGKILLs")
-	fs.DurationVar(&o.MaxDown, "max-down", 20*time.Second, "longest down time after a kill")
+	fs.DurationVar(&o.MaxDown, "max-down", 12*time.Second, "longest down time after a kill")
 	fs.DurationVar(&o.Outage, "outage", time.Minute, "kube-apiserver stopped this long, once (0: never)")
 	fs.IntVar(&o.Compactions, "compactions", 2, "etcd compactions (the first during the outage)")
 	fs.DurationVar(&o.DiskFull, "disk-full", 30*time.Second, "the state filesystem stays full this long, once (0: never)")
 	fs.IntVar(&o.StateFSMiB, "state-fs-mib", 256, "size of the exporter's state filesystem")
 	fs.DurationVar(&o.SandboxTimeout, "sandbox-timeout", 2*time.Minute, "the exporter's --sandbox-creation-timeout")
-	fs.DurationVar(&o.MinLife, "min-life", 45*time.Second, "shortest life of any pod state the SLIs read")
+	fs.DurationVar(&o.MinLife, "min-life", 40*time.Second, "shortest life of any pod state the SLIs read")
 	fs.Int64Var(&o.Seed, "seed", 0, "random seed (0: pick one)")
 	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
 	fs.StringVar(&o.Markdown, "markdown", "results/results.md", "markdown report")
@@ -168,8 +168,8 @@ const (
 	// The room each fault takes: a kill, the down time and the restart;
 	// the outage and the exporter's return to its watch; the full disk and
 	// a crash loop's end.
-	killRoom     = 20 * time.Second
-	outageRoom   = time.Minute
+	killRoom     = 15 * time.Second
+	outageRoom   = 45 * time.Second
 	diskFullRoom = 30 * time.Second
 )
 

@@ -39,13 +39,15 @@ type Results struct {
 	// saw (by reason); LoosePods a creation-side state it may have missed.
 	UncertainPods map[string]int `json:"uncertainPods"`
 	LoosePods     map[string]int `json:"loosePods"`
-	// Unjudged lists those pods with their reasons.
-	Unjudged    []string        `json:"unjudged,omitempty"`
-	Families    []*FamilyResult `json:"families"`
-	PodCheck    *PodCheck       `json:"podCheck"`
-	ExporterLog LogResult       `json:"exporterLog"`
-	Timeline    *timeline       `json:"timeline"`
-	Failures    []string        `json:"failures,omitempty"`
+	// Unjudged lists those pods with their reasons, and UnjudgedHistories
+	// what the recorder saw of them.
+	Unjudged          []string        `json:"unjudged,omitempty"`
+	UnjudgedHistories []*history      `json:"unjudgedHistories,omitempty"`
+	Families          []*FamilyResult `json:"families"`
+	PodCheck          *PodCheck       `json:"podCheck"`
+	ExporterLog       LogResult       `json:"exporterLog"`
+	Timeline          *timeline       `json:"timeline"`
+	Failures          []string        `json:"failures,omitempty"`
 }
 
 // RestartResult is the time from each exporter start to its first 200 on
@@ -132,7 +134,7 @@ func describeVersions(ctx context.Context, o *Options) Versions {
 
 // judgeRun builds the expectation from the recorder's histories and the
 // timeline and compares it with the final scrape.
-func judgeRun(res *Results, o *Options, rec *recorder, sup *supervisor, f *faults, d *driver, claimClass map[string]string, got *exposition, end time.Time) {
+func judgeRun(res *Results, o *Options, rec *recorder, sup *supervisor, f *faults, d *driver, claimClass map[string]string, got *exposition, end time.Time) map[types.UID]*history {
 	res.Workload = d.statsCopy()
 	res.Instances = sup.instances()
 	res.Restarts = restarts(res.Instances)
@@ -165,6 +167,9 @@ func judgeRun(res *Results, o *Options, rec *recorder, sup *supervisor, f *fault
 		}
 		if len(v.Uncertain)+len(v.Loose) > 0 {
 			res.Unjudged = append(res.Unjudged, fmt.Sprintf("%s/%s %s: uncertain %v, loose %v", h.Namespace, h.Name, uid, v.Uncertain, v.Loose))
+			if len(res.UnjudgedHistories) < 100 {
+				res.UnjudgedHistories = append(res.UnjudgedHistories, h)
+			}
 		}
 	}
 	sort.Strings(res.Unjudged)
@@ -181,6 +186,7 @@ func judgeRun(res *Results, o *Options, rec *recorder, sup *supervisor, f *fault
 		res.Failures = append(res.Failures, fmt.Sprintf("per-pod series: %d of pods that no longer exist, %d wrong, %d pending gauges off",
 			len(res.PodCheck.Stale), len(res.PodCheck.Wrong), len(res.PodCheck.Pending)))
 	}
+	return histories
 }
 
 func restarts(insts []instance) RestartResult {

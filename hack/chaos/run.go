@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -159,7 +160,13 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	}
 	stopWork()
 
-	judgeRun(res, o, rec, sup, f, d, claimClass, got, end)
+	histories := judgeRun(res, o, rec, sup, f, d, claimClass, got, end)
+	if o.Keep {
+		// Every pod's history, to look into a mismatch after the run.
+		if b, err := json.Marshal(histories); err == nil {
+			_ = os.WriteFile(filepath.Join(o.Workdir, "histories.json"), b, 0o644)
+		}
+	}
 	res.ExporterLog = analyseLogs(sup.logDir)
 	res.Finished = time.Now().UTC()
 	if werr := res.write(o.Out, o.Markdown); werr != nil {
