@@ -27,6 +27,11 @@ type FamilyResult struct {
 	// Uncertain is the width of the expected range of the counts: pods
 	// whose outcome the run could not pin down.
 	Uncertain float64 `json:"uncertain,omitempty"`
+	// Unobservable is what happened but the exporter could not see by any
+	// means: every revision showing it came and went while it was down or
+	// its watch was (a pod deleted then, a sandbox re-created then).
+	// Neither lost nor doubled; the docs say how each such case counts.
+	Unobservable float64 `json:"unobservable,omitempty"`
 	// Details are the mismatching series.
 	Details []string `json:"details,omitempty"`
 }
@@ -72,6 +77,9 @@ func compare(exp *expectation, got *exposition) []*FamilyResult {
 		switch {
 		case isCount:
 			f.Uncertain += b.Hi - b.Lo
+			if ideal := exp.Ideal[k]; ideal > b.Hi {
+				f.Unobservable += ideal - b.Hi
+			}
 			if v < b.Lo {
 				f.Lost += b.Lo - v
 			}

@@ -274,7 +274,7 @@ func (f *faults) outage(ctx context.Context) error {
 	// API server came back: a relist, or a watch resumed.
 	deadline := time.Now().Add(3 * time.Minute)
 	for rec.WatchBack.IsZero() {
-		if err := sleepUntil(ctx, time.Now().Add(200*time.Millisecond)); err != nil {
+		if err := sleepUntil(ctx, time.Now().Add(500*time.Millisecond)); err != nil {
 			return err
 		}
 		after, err := scrapeMetrics(ctx, f.sup.URL)

@@ -31,13 +31,13 @@ type Options struct {
 	// PodsPerNode sets the number of kwok nodes. Default 100.
 	PodsPerNode int
 	// CreateRate bounds pod creations per second while the cluster grows
-	// to Pods. Default 40.
+	// to Pods. Default 30.
 	CreateRate float64
 	// ChurnRate is the pods deleted, and as many created, per second during
 	// the churn. Default 3.
 	ChurnRate float64
 	// Churn is how long the pods churn; every fault happens within it.
-	// Default 15m.
+	// Default 16m.
 	Churn time.Duration
 	// Kills is the number of times the exporter is SIGKILLed. Default 20.
 	Kills int
@@ -72,7 +72,7 @@ type Options struct {
 	// "results/results.json" and "results/results.md".
 	Out, Markdown string
 	// SettleTimeout bounds the wait, after the churn, for every pod and
-	// the exporter to settle. Default 15m.
+	// the exporter to settle. Default 16m.
 	SettleTimeout time.Duration
 }
 
@@ -87,9 +87,9 @@ func parseOptions(args []string) (*Options, error) {
 	fs.BoolVar(&o.Keep, "keep", false, "keep the workdir (logs) after the run")
 	fs.IntVar(&o.Pods, "pods", 10000, "pods kept alive during the churn")
 	fs.IntVar(&o.PodsPerNode, "pods-per-node", 100, "one kwok node per this many pods")
-	fs.Float64Var(&o.CreateRate, "create-rate", 40, "pod creations per second while growing to --pods")
+	fs.Float64Var(&o.CreateRate, "create-rate", 30, "pod creations per second while growing to --pods")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 3, "pods deleted (and created) per second during the churn")
-	fs.DurationVar(&o.Churn, "churn", 15*time.Minute, "how long the pods churn; the faults happen within")
+	fs.DurationVar(&o.Churn, "churn", 16*time.Minute, "how long the pods churn; the faults happen within")
 	fs.IntVar(&o.Kills, "kills", 20, "exporter SIGKILLs")
 	fs.DurationVar(&o.MaxDown, "max-down", 12*time.Second, "longest down time after a kill")
 	fs.DurationVar(&o.Outage, "outage", time.Minute, "kube-apiserver stopped this long, once (0: never)")

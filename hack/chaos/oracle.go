@@ -156,19 +156,29 @@ func classSeries(name string, l classLabels, extra ...string) string {
 // choices fix, for one evaluation of a pod, what the exporter saw where the
 // timeline cannot tell.
 type choices struct {
-	Seen        bool // the exporter saw the pod at all
-	TermVisible bool // it saw the revision that ends the termination (or a later one)
-	TimedOut    bool // its timeout check caught the pod pending past the timeout
+	// Seen says which revisions the exporter handled; nil means all.
+	Seen []bool
+	// TimedOut: its timeout check caught the pod pending past the timeout.
+	TimedOut bool
 }
 
-// walk applies the documented semantics to every revision of h and returns
-// the pod's outcome under ch, and the per-pod state at the end.
+func (c *choices) saw(i int) bool { return c.Seen == nil || c.Seen[i] }
+
+// walk applies the documented semantics, in order, to the revisions of h
+// the exporter saw under ch (the watch delivers every revision, a relist
+// only the current one) and returns the pod's outcome, its per-pod state at
+// the end, and where its states began.
 func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMarks) {
 	out := newOutcome()
 	l := o.labels(h)
 	fin := podFinal{Labels: l, UserError: o.UserError[h.UID]}
-	marks := walkMarks{firstSandbox: -1, firstReady: -1, termination: -1}
-	if !ch.Seen {
+	marks := walkMarks{firstSandbox: -1}
+	seenAny := false
+	for i := range h.Revs {
+		seenAny = seenAny || ch.saw(i)
+	}
+	if !seenAny {
+		// The exporter never knew the pod.
 		return out, fin, marks
 	}
 	userError := o.UserError[h.UID]
@@ -213,6 +223,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		}
 	}
 	for i := range h.Revs {
+		if !ch.saw(i) {
+			continue
+		}
 		r := &h.Revs[i]
 		// Scheduling: creation to PodScheduled.
 		if r.Scheduled.isTrue() && r.Scheduled.Time != 0 {
@@ -255,7 +268,6 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 			case sb.Time > lastSandbox:
 				lastSandbox = sb.Time
 				recreations++
-				marks.recreations = append(marks.recreations, i)
 				count(mRecreations)
 			}
 		}
@@ -267,7 +279,6 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		if firstReady == 0 && r.Ready.isTrue() && r.Ready.Time != 0 {
 			readyAt := r.Ready.Time
 			firstReady = readyAt
-			marks.firstReady = i
 			from := firstSandbox
 			if h.HasInit && r.Initialized.isTrue() && r.Initialized.Time > from {
 				from = r.Initialized.Time
@@ -297,32 +308,26 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 				deletionRequested = r.Deletion - r.Grace
 				if firstSandbox != 0 && sb.Status != "" && !sb.isTrue() && sb.Time < deletionRequested {
 					terminationDone = true
-					marks.termination = i
-					if ch.TermVisible {
-						skip("termination", "terminated_before_delete")
-					}
+					skip("termination", "terminated_before_delete")
 					continue
 				}
 			}
 			if sb.isFalse() && firstSandbox != 0 && sb.Time > lastSandbox {
 				terminationDone = true
-				marks.termination = i
-				if ch.TermVisible {
-					down := sb.Time
-					if down < deletionRequested {
-						skip("termination", "negative_duration")
-					} else {
-						observe(mTermination, down-deletionRequested)
-						if down > r.Deletion {
-							count(mOverGrace)
-						}
+				down := sb.Time
+				if down < deletionRequested {
+					skip("termination", "negative_duration")
+				} else {
+					observe(mTermination, down-deletionRequested)
+					if down > r.Deletion {
+						count(mOverGrace)
 					}
 				}
 			}
 		}
 	}
 	gone := !h.Removed.IsZero() && !h.Removed.After(o.End)
-	if gone && (!terminationDone || !ch.TermVisible) {
+	if gone && !terminationDone {
 		skip("termination", "vanished")
 	}
 	// Timeout: scheduled, never a sandbox, not being deleted, past the
@@ -339,69 +344,56 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		fin.Recreations = &recreations
 	}
 	fin.Pending = fin.Alive && scheduled != 0 && firstSandbox == 0 && deletionRequested == 0
-	marks.scheduled, marks.deletion = scheduled, deletionRequested
+	marks.scheduled = scheduled
 	return out, fin, marks
 }
 
-// walkMarks are the revisions the visibility questions are about.
+// walkMarks are what the timeout question needs of a walk.
 type walkMarks struct {
-	scheduled, deletion int64 // Unix seconds; 0 if never
-	// Indexes into the revisions, -1 for none: the first sandbox True, the
-	// first Ready=True, each re-created sandbox, and the revision that
-	// ended the termination (observed or skipped).
-	firstSandbox, firstReady int
-	recreations              []int
-	termination              int
+	scheduled    int64 // PodScheduled, Unix seconds; 0 if never
+	firstSandbox int   // index of the revision with the first sandbox True, -1 if none
 }
 
-// stateEnd is when the state that revision i of h showed for a condition
-// ended: the first later revision where same() no longer holds, or the
-// pod's removal, or end.
-func stateEnd(h *history, i int, same func(a, b *revision) bool, end time.Time) time.Time {
-	for j := i + 1; j < len(h.Revs); j++ {
-		if !same(&h.Revs[i], &h.Revs[j]) {
-			return h.Revs[j].At
-		}
-	}
-	if !h.Removed.IsZero() {
-		return h.Removed
-	}
-	return end
-}
+// maxUnsure is the most revisions of one pod whose sight the timeline
+// cannot tell that judge enumerates (2^maxUnsure subsequences); beyond,
+// the pod is loose.
+const maxUnsure = 8
 
-// judge evaluates one pod against the timeline.
+// judge evaluates one pod against the timeline: every revision was surely
+// seen by the exporter, surely not, or maybe; the pod's possible outcomes
+// are those of every subsequence the maybes allow.
 func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 	var v podVerdict
-	ideal, fin, marks := o.walk(h, choices{Seen: true, TermVisible: true})
+	ideal, fin, marks := o.walk(h, choices{})
 	v.Ideal, v.Final = ideal, fin
 	if len(h.Revs) == 0 {
 		return v
 	}
-	removedOrEnd := h.Removed
-	if removedOrEnd.IsZero() || removedOrEnd.After(o.End) {
-		removedOrEnd = o.End
+	end := h.Removed
+	if end.IsZero() || end.After(o.End) {
+		end = o.End
 	}
-
-	// Was the pod seen at all?
-	seenOpts := []bool{true}
-	switch t.visibility(h.Revs[0].At, removedOrEnd) {
-	case visUnseen:
-		seenOpts = []bool{false}
-	case visUncertain:
-		seenOpts = []bool{true, false}
-		v.Uncertain = append(v.Uncertain, "seen at all")
-	}
-
-	// The termination: from the revision that ends it to the pod's removal
-	// (the delete event carries the last object).
-	termOpts := []bool{true}
-	if !h.Removed.IsZero() && marks.termination >= 0 {
-		switch t.visibility(h.Revs[marks.termination].At, h.Removed) {
-		case visUnseen:
-			termOpts = []bool{false}
+	// Each revision's state lasts until the next revision, the last one
+	// until the pod's removal (the delete event carries it) or the end.
+	base := make([]bool, len(h.Revs))
+	var unsure []int
+	for i := range h.Revs {
+		to := end
+		if i+1 < len(h.Revs) {
+			to = h.Revs[i+1].At
+		}
+		switch t.visibility(h.Revs[i].At, to) {
+		case visSeen:
+			base[i] = true
 		case visUncertain:
-			termOpts = []bool{true, false}
-			v.Uncertain = append(v.Uncertain, "termination")
+			unsure = append(unsure, i)
+		}
+	}
+	if len(unsure) > maxUnsure {
+		v.Loose = append(v.Loose, fmt.Sprintf("%d revisions the exporter may have missed", len(unsure)))
+		unsure = unsure[:0]
+		for i := range base {
+			base[i] = true
 		}
 	}
 
@@ -410,7 +402,7 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 	if marks.scheduled != 0 && marks.firstSandbox < 0 {
 		// The check counts a pod once now.Unix() - scheduled > timeout.
 		due := time.Unix(marks.scheduled+int64(o.Timeout/time.Second)+1, 0)
-		deleted := removedOrEnd
+		deleted := end
 		for _, r := range h.Revs {
 			if r.Deletion != 0 {
 				deleted = r.At
@@ -427,45 +419,48 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		if deleted.Before(o.End) {
 			until = t.seenBy(deleted)
 		}
-		never := !t.mayCheckBetween(due, until)
 		switch {
 		case surely:
 			timeoutOpts = []bool{true}
-		case never:
+		case !t.mayCheckBetween(due, until):
 		default:
 			timeoutOpts = []bool{true, false}
 			v.Uncertain = append(v.Uncertain, "timeout")
 		}
 	}
 
-	// States whose loss the docs do not pin down: the first sandbox, the
-	// first Ready, each re-created sandbox.
-	sandboxSame := func(a, b *revision) bool { return a.Sandbox == b.Sandbox }
-	readySame := func(a, b *revision) bool { return a.Ready == b.Ready }
-	check := func(name string, i int, same func(a, b *revision) bool) {
-		if t.visibility(h.Revs[i].At, stateEnd(h, i, same, removedOrEnd)) != visSeen {
-			v.Loose = append(v.Loose, name)
+	seen := make([]bool, len(base))
+	distinct := map[string]bool{}
+	for mask := 0; mask < 1<<len(unsure); mask++ {
+		copy(seen, base)
+		for j, i := range unsure {
+			seen[i] = mask&(1<<j) != 0
 		}
-	}
-	if marks.firstSandbox >= 0 {
-		check("first sandbox", marks.firstSandbox, sandboxSame)
-	}
-	if marks.firstReady >= 0 {
-		check("first Ready", marks.firstReady, readySame)
-	}
-	for _, i := range marks.recreations {
-		check("re-created sandbox", i, sandboxSame)
-	}
-
-	for _, seen := range seenOpts {
-		for _, term := range termOpts {
-			for _, to := range timeoutOpts {
-				out, _, _ := o.walk(h, choices{Seen: seen, TermVisible: term, TimedOut: to})
+		for _, to := range timeoutOpts {
+			out, _, _ := o.walk(h, choices{Seen: seen, TimedOut: to})
+			if k := out.key(); !distinct[k] {
+				distinct[k] = true
 				v.Outcomes = append(v.Outcomes, out)
 			}
 		}
 	}
+	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts) {
+		v.Uncertain = append(v.Uncertain, fmt.Sprintf("%d revisions near a fault", len(unsure)))
+	}
 	return v
+}
+
+// key is a canonical text of the outcome, to tell outcomes apart.
+func (out outcome) key() string {
+	var parts []string
+	for k, vals := range out.Observe {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, vals))
+	}
+	for k, n := range out.Count {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ";")
 }
 
 // bounds is the range an exported value must fall in.
@@ -480,12 +475,15 @@ type expectation struct {
 	// Loose lists the series whose upper bound is open because of a pod
 	// whose states the exporter may have missed.
 	Loose map[string]bool
+	// Ideal is, per count series (histogram _count, counters), the value
+	// had the exporter seen every revision of every pod.
+	Ideal map[string]float64
 }
 
 // expect sums every pod's verdict into per-series bounds: each pod adds the
 // least and the most it can add.
 func (o *oracleConfig) expect(verdicts map[types.UID]*podVerdict) *expectation {
-	e := &expectation{Series: map[string]bounds{}, Observations: map[string]float64{}, Loose: map[string]bool{}}
+	e := &expectation{Series: map[string]bounds{}, Observations: map[string]float64{}, Loose: map[string]bool{}, Ideal: map[string]float64{}}
 	add := func(k string, lo, hi float64) {
 		b := e.Series[k]
 		b.Lo += lo
@@ -515,6 +513,7 @@ func (o *oracleConfig) expect(verdicts map[types.UID]*podVerdict) *expectation {
 				}
 				add(k, lo, hi)
 				e.Observations[familyOf(k)] += lo
+				e.Ideal[k] += v.Ideal.Count[k]
 				continue
 			}
 			// A histogram series: _count, _sum and every bucket.
@@ -550,6 +549,7 @@ func (o *oracleConfig) expect(verdicts map[types.UID]*podVerdict) *expectation {
 				e.Loose[name+"_count"+labels] = true
 			}
 			add(name+"_count"+labels, countLo, countHi)
+			e.Ideal[name+"_count"+labels] += float64(len(v.Ideal.Observe[k]))
 			add(name+"_sum"+labels, sumLo, sumHi)
 			for i := range bLo {
 				add(bucketKey(name, labels, o.bucketBound(i)), bLo[i], bHi[i])

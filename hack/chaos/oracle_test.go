@@ -175,11 +175,23 @@ func TestOracleRecreation(t *testing.T) {
 	if !v.Final.Alive || v.Final.Recreations == nil || *v.Final.Recreations != 1 || *v.Final.Creation != 1 {
 		t.Errorf("final: %+v", v.Final)
 	}
-	// The exporter down from before the first sandbox to after the crash:
-	// it never saw the first sandbox, which the docs do not cover.
-	blind := &timeline{Watching: []span{{From: at(-10), To: at(0.5)}, {From: at(40)}}, Blind: []span{{From: at(0.6), To: at(38)}}, Snapshots: []span{{From: at(38), To: at(40)}}}
-	if v := oc.judge(h, blind); len(v.Loose) == 0 {
-		t.Errorf("a first sandbox never seen must make the pod loose")
+	// The exporter down from before the first sandbox until after the
+	// crash: it never saw the first sandbox, and takes the re-created one
+	// for the first.
+	blind := &timeline{Watching: []span{{From: at(-10), To: at(0.5)}, {From: at(40)}}, Blind: []span{{From: at(0.6), To: at(39.5)}}, Snapshots: []span{{From: at(39.5), To: at(40)}}}
+	v = oc.judge(h, blind)
+	if len(v.Outcomes) != 1 || len(v.Loose) > 0 {
+		t.Fatalf("want one certain outcome, got %d (loose %v)", len(v.Outcomes), v.Loose)
+	}
+	out = v.Outcomes[0]
+	if got := out.Count[classSeries(mRecreations, l)]; got != 0 {
+		t.Errorf("recreations seen: got %v, want 0", got)
+	}
+	if got := out.Observe[classSeries(mCreation, l)]; len(got) != 1 || got[0] != 36 {
+		t.Errorf("creation seen: got %v, want [36]", got)
+	}
+	if got := v.Ideal.Count[classSeries(mRecreations, l)]; got != 1 {
+		t.Errorf("ideal recreations: got %v, want 1", got)
 	}
 }
 
@@ -329,5 +341,35 @@ func TestOracleReplacedInOutage(t *testing.T) {
 	}
 	if v.Final.Alive || v.Final.Pending {
 		t.Errorf("final: %+v", v.Final)
+	}
+}
+
+// TestOracleFinalRevisionOnly is kwok's removal, a delete with grace 0 that
+// moves deletionTimestamp to the removal request: an exporter that saw
+// only that last revision takes the sandbox for gone before the request.
+func TestOracleFinalRevisionOnly(t *testing.T) {
+	h := build("runc", nil,
+		step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{1.1, sandbox("True", 1)},
+		step{2.1, running(2)}, step{4.1, ready("True", 4)},
+		step{100, deletion(100, 1)},
+		step{101.1, func(r *revision) { sandbox("False", 101)(r); ready("False", 101)(r) }},
+		step{102.1, deletion(102, 0)},
+	)
+	h.Removed = at(103.2)
+	tl := &timeline{
+		Watching:  []span{{From: at(-10), To: at(99.5)}, {From: at(104)}},
+		Blind:     []span{{From: at(100), To: at(102.5)}},
+		Snapshots: []span{{From: at(102.5), To: at(103)}},
+	}
+	v := config().judge(h, tl)
+	if len(v.Outcomes) != 1 {
+		t.Fatalf("want one outcome, got %d", len(v.Outcomes))
+	}
+	skipped := seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "terminated_before_delete"})
+	if got := v.Outcomes[0].Count[skipped]; got != 1 {
+		t.Errorf("terminated_before_delete: got %v, want 1 (%v)", got, v.Outcomes[0].Count)
+	}
+	if got := v.Ideal.Observe[classSeries(mTermination, classLabels{"runc", "none"})]; len(got) != 1 || got[0] != 1 {
+		t.Errorf("ideal termination: got %v, want [1]", got)
 	}
 }

@@ -302,9 +302,10 @@ func (r *Results) markdown() string {
 		fmt.Fprintf(&b, "  - %s\n", u)
 	}
 	b.WriteString("\n")
-	b.WriteString("| Family | Observations compared | Lost | Doubled | Sums off | Buckets off | Uncertain |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| Family | Observations compared | Lost | Doubled | Sums off | Buckets off | Uncertain | Unobservable |\n|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, f := range r.Families {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %d | %d | %s |\n", f.Family, fmtNum(f.Compared), fmtNum(f.Lost), fmtNum(f.Doubled), f.SumMismatches, f.BucketMismatches, fmtNum(f.Uncertain))
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %d | %d | %s | %s |\n", f.Family, fmtNum(f.Compared), fmtNum(f.Lost), fmtNum(f.Doubled),
+			f.SumMismatches, f.BucketMismatches, fmtNum(f.Uncertain), fmtNum(f.Unobservable))
 	}
 	if pc := r.PodCheck; pc != nil {
 		fmt.Fprintf(&b, "\nPer-pod series: %d live pods; %d pods with series that no longer exist, %d with wrong series; %d pending gauges off.\n",
