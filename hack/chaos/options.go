@@ -72,7 +72,7 @@ type Options struct {
 	// "results/results.json" and "results/results.md".
 	Out, Markdown string
 	// SettleTimeout bounds the wait, after the churn, for every pod and
-	// the exporter to settle. Default 16m.
+	// the exporter to settle. Default 15m.
 	SettleTimeout time.Duration
 }
 
