@@ -141,7 +141,7 @@ type PodCheck struct {
 func (p *PodCheck) ok() bool { return len(p.Stale) == 0 && len(p.Wrong) == 0 && len(p.Pending) == 0 }
 
 // checkPods compares the per-pod series and the pending gauge with the live
-// pods' expected final state. Pods with loose verdicts are skipped.
+// pods' expected final state, where what the exporter saw leaves one.
 func checkPods(verdicts map[string]*podVerdict, names map[string]string, got *exposition) *PodCheck {
 	pc := &PodCheck{}
 	pending := map[string]float64{}
@@ -158,7 +158,7 @@ func checkPods(verdicts map[string]*podVerdict, names map[string]string, got *ex
 			pending[seriesKey(mPending, map[string]string{"runtime_class": fin.Labels.Runtime, "storage_class": fin.Labels.Storage,
 				"user_error": strconv.FormatBool(fin.UserError)})]++
 		}
-		if len(v.Loose) > 0 {
+		if v.FinalUncertain {
 			continue
 		}
 		series := got.PerPod[uid]

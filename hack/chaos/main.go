@@ -29,7 +29,9 @@ func main() {
 	if err == nil {
 		err = opts.Validate()
 	}
-	if err == nil {
+	if err == nil && opts.Rejudge != "" {
+		err = rejudge(opts, log)
+	} else if err == nil {
 		err = run(ctx, opts, log)
 	}
 	if err != nil {

@@ -71,6 +71,9 @@ type Options struct {
 	// Out is the JSON results file; Markdown the report. Defaults
 	// "results/results.json" and "results/results.md".
 	Out, Markdown string
+	// Rejudge, if set, is the workdir of a run kept with --keep: its
+	// results are judged again and nothing runs.
+	Rejudge string
 	// SettleTimeout bounds the wait, after the churn, for every pod and
 	// the exporter to settle. Default 15m.
 	SettleTimeout time.Duration
@@ -101,6 +104,7 @@ func parseOptions(args []string) (*Options, error) {
 	fs.Int64Var(&o.Seed, "seed", 0, "random seed (0: pick one)")
 	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
 	fs.StringVar(&o.Markdown, "markdown", "results/results.md", "markdown report")
+	fs.StringVar(&o.Rejudge, "rejudge", "", "judge again the run kept (--keep) in this workdir; nothing runs")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 15*time.Minute, "wait at most this long for the pods and the exporter to settle")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -116,6 +120,9 @@ func parseOptions(args []string) (*Options, error) {
 
 // Validate reports the first option that cannot work.
 func (o *Options) Validate() error {
+	if o.Rejudge != "" {
+		return nil
+	}
 	for _, f := range []struct{ flag, path string }{
 		{"--podslo", o.Podslo},
 		{"--testbin", filepath.Join(o.Testbin, "kube-apiserver")},

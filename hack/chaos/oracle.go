@@ -87,8 +87,11 @@ type podVerdict struct {
 	Uncertain []string
 	// Ideal is the outcome had the exporter seen every revision.
 	Ideal outcome
-	// Live per-pod expectations, for pods that exist at the end.
-	Final podFinal
+	// Live per-pod expectations, for pods that exist at the end, as the
+	// exporter saw the pod; FinalUncertain when they depend on revisions
+	// it may have missed.
+	Final          podFinal
+	FinalUncertain bool
 }
 
 // podFinal is what the per-pod series of a live pod must show.
@@ -100,6 +103,17 @@ type podFinal struct {
 	Pending     bool   // podslo_pod_sandbox_pending_seconds present
 	UserError   bool
 	Labels      classLabels
+}
+
+// key is a canonical text of the final state, to tell them apart.
+func (f podFinal) key() string {
+	val := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	return fmt.Sprintf("%v %s %s %s %v %v %v", f.Alive, val(f.Creation), val(f.Recreations), val(f.Readiness), f.Pending, f.UserError, f.Labels)
 }
 
 type classLabels struct{ Runtime, Storage string }
@@ -397,27 +411,29 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		}
 	}
 
-	// The timeout: a check must have caught the pod pending past it.
+	// The timeout: a check must have caught the pod pending past it, that
+	// is scheduled, before its first sandbox and before its deletion. A pod
+	// whose sandbox comes later still counts (docs/metrics.md).
 	timeoutOpts := []bool{false}
-	if marks.scheduled != 0 && marks.firstSandbox < 0 {
+	if marks.scheduled != 0 {
 		// The check counts a pod once now.Unix() - scheduled > timeout.
 		due := time.Unix(marks.scheduled+int64(o.Timeout/time.Second)+1, 0)
-		deleted := end
+		pendingUntil := end
 		for _, r := range h.Revs {
-			if r.Deletion != 0 {
-				deleted = r.At
+			if r.Deletion != 0 || (r.Sandbox.isTrue() && r.Sandbox.Time != 0) {
+				pendingUntil = r.At
 				break
 			}
 		}
 		// Surely counted: a check ran while the pod was pending past its
-		// timeout and before its deletion existed.
-		surely := t.checkedBetween(due.Add(time.Second), deleted)
+		// timeout, before the revision that ended that existed.
+		surely := t.checkedBetween(due.Add(time.Second), pendingUntil)
 		// Surely not: no check could run between the timeout and the
-		// moment the exporter surely knew of the deletion (or, for a pod
-		// alive at the end, the end).
+		// moment the exporter surely knew the pod was no longer pending
+		// (or, for a pod pending at the end, the end).
 		until := o.End
-		if deleted.Before(o.End) {
-			until = t.seenBy(deleted)
+		if pendingUntil.Before(o.End) {
+			until = t.seenBy(pendingUntil)
 		}
 		switch {
 		case surely:
@@ -431,19 +447,27 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 
 	seen := make([]bool, len(base))
 	distinct := map[string]bool{}
+	finals := map[string]bool{}
 	for mask := 0; mask < 1<<len(unsure); mask++ {
 		copy(seen, base)
 		for j, i := range unsure {
 			seen[i] = mask&(1<<j) != 0
 		}
 		for _, to := range timeoutOpts {
-			out, _, _ := o.walk(h, choices{Seen: seen, TimedOut: to})
+			out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to})
 			if k := out.key(); !distinct[k] {
 				distinct[k] = true
 				v.Outcomes = append(v.Outcomes, out)
 			}
+			if k := fin.key(); !finals[k] {
+				finals[k] = true
+				v.Final = fin
+			}
 		}
 	}
+	// The per-pod series are checked only where what the exporter saw
+	// leaves one answer.
+	v.FinalUncertain = len(finals) > 1 || len(v.Loose) > 0
 	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts) {
 		v.Uncertain = append(v.Uncertain, fmt.Sprintf("%d revisions near a fault", len(unsure)))
 	}

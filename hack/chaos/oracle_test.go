@@ -373,3 +373,27 @@ func TestOracleFinalRevisionOnly(t *testing.T) {
 		t.Errorf("ideal termination: got %v, want [1]", got)
 	}
 }
+
+// TestOracleLateSandbox is a pod whose sandbox comes after the timeout: it
+// counts once as a timeout and is still observed (docs/metrics.md); one
+// whose sandbox the exporter could not see in time may count as both.
+func TestOracleLateSandbox(t *testing.T) {
+	h := build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{130.1, sandbox("True", 130)})
+	timeouts := classSeries(mTimeouts, classLabels{"runc", "none"})
+	creation := classSeries(mCreation, classLabels{"runc", "none"})
+	v := config().judge(h, watchingAll())
+	if len(v.Outcomes) != 1 || v.Outcomes[0].Count[timeouts] != 1 || len(v.Outcomes[0].Observe[creation]) != 1 {
+		t.Errorf("late sandbox: got %+v", v.Outcomes)
+	}
+	// In time (at 50 s), but the watch was down from 40 s to 70 s.
+	h = build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{50.1, sandbox("True", 50)})
+	outage := outageRecord{Stop: at(40), APIReady: at(45), WatchBack: at(70)}
+	v = config().judge(h, buildTimeline([]instance{{N: 1, Start: at(-20), Ready: at(-15)}}, []outageRecord{outage}))
+	var got []float64
+	for _, out := range v.Outcomes {
+		got = append(got, out.Count[timeouts])
+	}
+	if len(got) != 2 || got[0]+got[1] != 1 {
+		t.Errorf("a sandbox hidden by the outage: timeouts per outcome %v, want one of each", got)
+	}
+}

@@ -47,7 +47,13 @@ type Results struct {
 	PodCheck          *PodCheck       `json:"podCheck"`
 	ExporterLog       LogResult       `json:"exporterLog"`
 	Timeline          *timeline       `json:"timeline"`
-	Failures          []string        `json:"failures,omitempty"`
+	// What the oracle needs besides the histories and the final scrape, to
+	// judge a kept run again (--rejudge): when the comparison was made, the
+	// claims' classes and the user-error pods.
+	End        time.Time         `json:"end"`
+	ClaimClass map[string]string `json:"claimClass"`
+	UserErrors []types.UID       `json:"userErrors"`
+	Failures   []string          `json:"failures,omitempty"`
 }
 
 // RestartResult is the time from each exporter start to its first 200 on
@@ -132,23 +138,28 @@ func describeVersions(ctx context.Context, o *Options) Versions {
 	return v
 }
 
-// judgeRun builds the expectation from the recorder's histories and the
-// timeline and compares it with the final scrape.
-func judgeRun(res *Results, o *Options, rec *recorder, sup *supervisor, f *faults, d *driver, claimClass map[string]string, got *exposition, end time.Time) map[types.UID]*history {
-	res.Workload = d.statsCopy()
-	res.Instances = sup.instances()
+// judgeRun builds the expectation from the histories and the timeline (the
+// run's Instances, Faults and End must be set) and compares it with the
+// final scrape.
+func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 	res.Restarts = restarts(res.Instances)
-	f.mu.Lock()
-	outages := slices.Clone(f.Outages)
-	f.mu.Unlock()
+	// A second judgement (--rejudge) replaces the first's verdicts.
+	res.Failures = slices.DeleteFunc(res.Failures, func(f string) bool { return !strings.HasPrefix(f, "did not settle") })
+	var outages []outageRecord
+	if res.Faults != nil {
+		outages = res.Faults.Outages
+	}
 	tl := buildTimeline(res.Instances, outages)
 	res.Timeline = tl
 	buckets := got.Buckets
 	if buckets == nil {
 		res.Failures = append(res.Failures, "no "+mCreation+" series to read the buckets from")
 	}
-	oc := &oracleConfig{Timeout: o.SandboxTimeout, ClaimClass: claimClass, UserError: d.userErrors(), Buckets: buckets, End: end}
-	histories := rec.snapshot()
+	userError := map[types.UID]bool{}
+	for _, uid := range res.UserErrors {
+		userError[uid] = true
+	}
+	oc := &oracleConfig{Timeout: res.Options.SandboxTimeout, ClaimClass: res.ClaimClass, UserError: userError, Buckets: buckets, End: res.End}
 	res.PodsSeen = len(histories)
 	verdicts := map[types.UID]*podVerdict{}
 	byUID := map[string]*podVerdict{}
@@ -186,7 +197,6 @@ func judgeRun(res *Results, o *Options, rec *recorder, sup *supervisor, f *fault
 		res.Failures = append(res.Failures, fmt.Sprintf("per-pod series: %d of pods that no longer exist, %d wrong, %d pending gauges off",
 			len(res.PodCheck.Stale), len(res.PodCheck.Wrong), len(res.PodCheck.Pending)))
 	}
-	return histories
 }
 
 func restarts(insts []instance) RestartResult {

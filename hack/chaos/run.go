@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -160,17 +161,24 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	}
 	stopWork()
 
-	histories := judgeRun(res, o, rec, sup, f, d, claimClass, got, end)
-	if o.Keep {
-		// Every pod's history, to look into a mismatch after the run.
-		if b, err := json.Marshal(histories); err == nil {
-			_ = os.WriteFile(filepath.Join(o.Workdir, "histories.json"), b, 0o644)
-		}
+	res.Workload = d.statsCopy()
+	res.Instances = sup.instances()
+	res.End, res.ClaimClass = end, claimClass
+	for uid := range d.userErrors() {
+		res.UserErrors = append(res.UserErrors, uid)
 	}
+	histories := rec.snapshot()
+	judgeRun(res, histories, got)
 	res.ExporterLog = analyseLogs(sup.logDir)
 	res.Finished = time.Now().UTC()
 	if werr := res.write(o.Out, o.Markdown); werr != nil {
 		return werr
+	}
+	if o.Keep {
+		// What --rejudge needs, to look into a mismatch after the run.
+		if err := keepForRejudge(o.Workdir, res, histories, got); err != nil {
+			log.Error("Keeping the run for --rejudge failed", "err", err)
+		}
 	}
 	log.Info("Done", "results", o.Out, "report", o.Markdown, "ok", len(res.Failures) == 0)
 	if len(res.Failures) > 0 {
@@ -266,4 +274,52 @@ func unsettled(o *Options, d *driver, rec *recorder, sup *supervisor) string {
 		}
 	})
 	return why
+}
+
+// keepForRejudge writes the results, every pod's history and the final
+// scrape into dir.
+func keepForRejudge(dir string, res *Results, histories map[types.UID]*history, got *exposition) error {
+	for name, v := range map[string]any{"results.json": res, "histories.json": histories} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return os.WriteFile(filepath.Join(dir, "final-metrics.txt"), got.Raw, 0o644)
+}
+
+// rejudge judges a run kept with --keep again, from its workdir: for work
+// on the oracle without a new run.
+func rejudge(o *Options, log *slog.Logger) error {
+	var res Results
+	var histories map[types.UID]*history
+	for name, v := range map[string]any{"results.json": &res, "histories.json": &histories} {
+		b, err := os.ReadFile(filepath.Join(o.Rejudge, name))
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(o.Rejudge, "final-metrics.txt"))
+	if err != nil {
+		return err
+	}
+	got, err := parseExposition(raw)
+	if err != nil {
+		return fmt.Errorf("final-metrics.txt: %w", err)
+	}
+	judgeRun(&res, histories, got)
+	if err := res.write(o.Out, o.Markdown); err != nil {
+		return err
+	}
+	log.Info("Judged again", "results", o.Out, "report", o.Markdown, "ok", len(res.Failures) == 0)
+	if len(res.Failures) > 0 {
+		return errMismatch
+	}
+	return nil
 }

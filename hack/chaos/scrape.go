@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"slices"
@@ -24,6 +26,8 @@ var httpClient = &http.Client{
 // exposition is one scrape of the exporter, keyed as the oracle keys its
 // series.
 type exposition struct {
+	// Raw is the text scraped.
+	Raw []byte
 	// Series holds every sample of the aggregated families (histograms as
 	// _count, _sum and _bucket series) and of the pending gauge.
 	Series map[string]float64
@@ -54,12 +58,25 @@ func scrapeMetrics(ctx context.Context, url string) (*exposition, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET %s/metrics: %s", url, resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("read %s/metrics: %w", url, err)
+	}
+	e, err := parseExposition(raw)
 	if err != nil {
 		return nil, fmt.Errorf("parse %s/metrics: %w", url, err)
 	}
-	e := &exposition{Series: map[string]float64{}, PerPod: map[string]map[string]float64{}, Families: map[string]bool{}}
+	return e, nil
+}
+
+// parseExposition reads the text format.
+func parseExposition(raw []byte) (*exposition, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	e := &exposition{Raw: raw, Series: map[string]float64{}, PerPod: map[string]map[string]float64{}, Families: map[string]bool{}}
 	for name, mf := range families {
 		e.Families[name] = true
 		switch {
