@@ -41,7 +41,7 @@ func planFaults(o *Options, start time.Time, rng *rand.Rand) []fault {
 		items = append(items, item{fault{Kind: faultKill, Down: down}, pauseBefore + down + killRoom})
 	}
 	if o.Outage > 0 {
-		items = append(items, item{fault{Kind: faultOutage}, pauseBefore + o.Outage + outageRoom})
+		items = append(items, item{fault{Kind: faultOutage}, pauseBefore + o.Outage + o.outageRoom()})
 	}
 	if o.DiskFull > 0 {
 		items = append(items, item{fault{Kind: faultDiskFull}, pauseBefore + o.DiskFull + diskFullRoom})

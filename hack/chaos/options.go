@@ -37,7 +37,7 @@ type Options struct {
 	// the churn. Default 3.
 	ChurnRate float64
 	// Churn is how long the pods churn; every fault happens within it.
-	// Default 16m.
+	// Default 17m.
 	Churn time.Duration
 	// Kills is the number of times the exporter is SIGKILLed. Default 20.
 	Kills int
@@ -58,7 +58,7 @@ type Options struct {
 	DiskFull time.Duration
 	// StateFSMiB is the size of the exporter's state filesystem. Default 256.
 	StateFSMiB int
-	// SandboxTimeout is the exporter's --sandbox-creation-timeout. Default 2m.
+	// SandboxTimeout is the exporter's --sandbox-creation-timeout. Default 90s.
 	SandboxTimeout time.Duration
 	// MinLife is the shortest time any state the SLIs read stays on a pod:
 	// the sandbox crash comes this long after Ready, and a pod is deleted
@@ -92,14 +92,14 @@ func parseOptions(args []string) (*Options, error) {
 	fs.IntVar(&o.PodsPerNode, "pods-per-node", 100, "one kwok node per this many pods")
 	fs.Float64Var(&o.CreateRate, "create-rate", 30, "pod creations per second while growing to --pods")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 3, "pods deleted (and created) per second during the churn")
-	fs.DurationVar(&o.Churn, "churn", 16*time.Minute, "how long the pods churn; the faults happen within")
+	fs.DurationVar(&o.Churn, "churn", 17*time.Minute, "how long the pods churn; the faults happen within")
 	fs.IntVar(&o.Kills, "kills", 20, "exporter SIGKILLs")
 	fs.DurationVar(&o.MaxDown, "max-down", 12*time.Second, "longest down time after a kill")
 	fs.DurationVar(&o.Outage, "outage", time.Minute, "kube-apiserver stopped this long, once (0: never)")
 	fs.IntVar(&o.Compactions, "compactions", 2, "etcd compactions (the first during the outage)")
 	fs.DurationVar(&o.DiskFull, "disk-full", 30*time.Second, "the state filesystem stays full this long, once (0: never)")
 	fs.IntVar(&o.StateFSMiB, "state-fs-mib", 256, "size of the exporter's state filesystem")
-	fs.DurationVar(&o.SandboxTimeout, "sandbox-timeout", 2*time.Minute, "the exporter's --sandbox-creation-timeout")
+	fs.DurationVar(&o.SandboxTimeout, "sandbox-timeout", 90*time.Second, "the exporter's --sandbox-creation-timeout")
 	fs.DurationVar(&o.MinLife, "min-life", 40*time.Second, "shortest life of any pod state the SLIs read")
 	fs.Int64Var(&o.Seed, "seed", 0, "random seed (0: pick one)")
 	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
@@ -176,15 +176,21 @@ const (
 	// the outage and the exporter's return to its watch; the full disk and
 	// a crash loop's end.
 	killRoom     = 15 * time.Second
-	outageRoom   = 45 * time.Second
 	diskFullRoom = 30 * time.Second
 )
+
+// outageRoom is the room after the outage: the exporter's return to its
+// watch (client-go backs off for up to 30 s, and a relist of 10k pods takes
+// more), then a sandbox timeout and more without a restart, so that the
+// timeouts of pods replaced under their names while its watch was down
+// would show.
+func (o *Options) outageRoom() time.Duration { return max(45*time.Second, o.SandboxTimeout+30*time.Second) }
 
 // faultTime is about how long the faults take back to back.
 func (o *Options) faultTime() time.Duration {
 	d := time.Duration(o.Kills) * (pauseBefore + o.MaxDown + killRoom)
 	if o.Outage > 0 {
-		d += pauseBefore + o.Outage + outageRoom
+		d += pauseBefore + o.Outage + o.outageRoom()
 	}
 	if o.DiskFull > 0 {
 		d += pauseBefore + o.DiskFull + diskFullRoom

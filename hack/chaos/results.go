@@ -165,6 +165,7 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 	byUID := map[string]*podVerdict{}
 	names := map[string]string{}
 	res.UncertainPods, res.LoosePods = map[string]int{}, map[string]int{}
+	res.Unjudged, res.UnjudgedHistories = nil, nil
 	for uid, h := range histories {
 		v := oc.judge(h, tl)
 		verdicts[uid] = &v
