@@ -184,7 +184,9 @@ const (
 // more), then a sandbox timeout and more without a restart, so that the
 // timeouts of pods replaced under their names while its watch was down
 // would show.
-func (o *Options) outageRoom() time.Duration { return max(45*time.Second, o.SandboxTimeout+30*time.Second) }
+func (o *Options) outageRoom() time.Duration {
+	return max(45*time.Second, o.SandboxTimeout+30*time.Second)
+}
 
 // faultTime is about how long the faults take back to back.
 func (o *Options) faultTime() time.Duration {
