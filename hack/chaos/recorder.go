@@ -325,19 +325,6 @@ func (r *recorder) view(fn func(h *history)) {
 	}
 }
 
-// get returns a copy of one pod's history.
-func (r *recorder) get(uid types.UID) (history, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	h, ok := r.pods[uid]
-	if !ok {
-		return history{}, false
-	}
-	c := *h
-	c.Revs = append([]revision(nil), h.Revs...)
-	return c, true
-}
-
 // keyOf is a pod's etcd key.
 func keyOf(namespace, name string) string { return podPrefix + namespace + "/" + name }
 

@@ -36,8 +36,6 @@ type exposition struct {
 	// Buckets are the classic bucket bounds of the sandbox creation
 	// histogram (every podslo histogram shares them).
 	Buckets []float64
-	// Families are the names present.
-	Families map[string]bool
 	// PodEvents sums podslo_informer_events_total{resource="pods"}: it
 	// grows whenever the exporter handles a pod event.
 	PodEvents float64
@@ -76,9 +74,8 @@ func parseExposition(raw []byte) (*exposition, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &exposition{Raw: raw, Series: map[string]float64{}, PerPod: map[string]map[string]float64{}, Families: map[string]bool{}}
+	e := &exposition{Raw: raw, Series: map[string]float64{}, PerPod: map[string]map[string]float64{}}
 	for name, mf := range families {
-		e.Families[name] = true
 		switch {
 		case slices.Contains(histograms, name):
 			for _, m := range mf.GetMetric() {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -50,16 +49,6 @@ func podNamespace(i int) string { return fmt.Sprintf("chaos-%02d", i%namespaces)
 func podName(i int) string      { return fmt.Sprintf("pod-%05d", i) }
 func claimName(class string, i int) string {
 	return fmt.Sprintf("%s-%02d", class, i%claimsPerClass)
-}
-
-// slotOf returns the slot index of a pod name made by podName.
-func slotOf(name string) (int, bool) {
-	s, ok := strings.CutPrefix(name, "pod-")
-	if !ok {
-		return 0, false
-	}
-	i, err := strconv.Atoi(s)
-	return i, err == nil
 }
 
 // podKind is what a new pod is made to go through.
