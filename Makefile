@@ -74,7 +74,9 @@ image-test: image
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
 test: lint dashboard-lint image-test testbin clusterbin kwokbin helmbin
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
+	cd hack/chaos && $(GO) test -race -count=1 ./...
 	$(MAKE) e2e
+	$(MAKE) chaos-short
 
 ## demo: podslo on a simulated cluster (kwok), with a live table per class;
 ## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
@@ -150,6 +152,7 @@ lint:
 	cd hack/helm && $(GO) mod tidy -diff
 	cd hack/scale && $(GO) mod tidy -diff && $(GO) vet ./...
 	cd hack/image && $(GO) mod tidy -diff && $(GO) vet ./...
+	cd hack/chaos && $(GO) mod tidy -diff && $(GO) vet ./...
 	cd dashboards/lint && $(GO) mod tidy -diff
 
 ## mixin: regenerate alerts/prometheus_{rules,alerts}.yaml,
@@ -192,6 +195,25 @@ KSMBIN ?= $(CACHE_HOME)/podslo/ksm-$(KSM_VERSION)/kube-state-metrics
 bench-scale: build testbin kwokbin $(KSMBIN)
 	cd hack/scale && $(GO) run . --ksm $(KSMBIN) $(SCALE_FLAGS)
 	cd hack/scale && $(GO) run ./plot --in results/results.json --out ../../docs/img
+
+## chaos: the chaos run of docs/reliability.md (hack/chaos): 10k pods
+## churning on a kwok cluster while the exporter is SIGKILLed 20 times,
+## kube-apiserver stops for 60 s, etcd is compacted and the state
+## filesystem fills up; every exported histogram and counter is compared
+## with a ground truth read from etcd. Not part of `make test`; about 30
+## minutes on 2 cores; needs root (it loop-mounts the state filesystem).
+## Writes hack/chaos/results/. CHAOS_FLAGS passes flags.
+.PHONY: chaos chaos-short
+chaos: build testbin kwokbin
+	cd hack/chaos && $(GO) run . --out results/full.json --markdown results/full.md $(CHAOS_FLAGS)
+
+## chaos-short: the same with 300 pods, 4 kills, a 15 s outage, one
+## compaction and a 10 s full disk, in about 7 minutes (part of `make test`).
+chaos-short: build testbin kwokbin
+	cd hack/chaos && $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
+		--churn 285s --kills 4 --max-down 10s --outage 15s --compactions 1 --disk-full 10s \
+		--sandbox-timeout 45s --min-life 20s --settle-timeout 5m \
+		--out results/short.json --markdown results/short.md $(CHAOS_FLAGS)
 
 # kube-state-metrics is built from its module on the Go module proxy, in the
 # module cache, into the cache directory: its source never enters this

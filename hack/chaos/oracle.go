@@ -1,0 +1,659 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The oracle applies docs/metrics.md to each pod's full history, revision by
+// revision, as an exporter that saw every revision would. It shares no code
+// with podslo: it is written from the documented semantics (docs/metrics.md,
+// and the README of deploy/kwok for what the stages write), so that a
+// misreading on either side shows up as a mismatch to look into.
+
+// Metric names, as docs/metrics.md lists them.
+const (
+	mCreation     = "podslo_sandbox_creation_duration_seconds"
+	mRecreations  = "podslo_sandbox_recreations_total"
+	mTimeouts     = "podslo_sandbox_creation_timeouts_total"
+	mExcluded     = "podslo_sandbox_creations_excluded_total"
+	mPending      = "podslo_sandbox_creation_pending_pods"
+	mTermination  = "podslo_pod_termination_duration_seconds"
+	mOverGrace    = "podslo_pod_terminations_over_grace_total"
+	mReadiness    = "podslo_pod_readiness_duration_seconds"
+	mPhase        = "podslo_pod_startup_phase_duration_seconds"
+	mStabilize    = "podslo_pod_stabilization_duration_seconds"
+	mStableTrans  = "podslo_pod_stable_transitions_total"
+	mSkipped      = "podslo_observations_skipped_total"
+	mPodCreation  = "podslo_pod_sandbox_creation_seconds"
+	mPodRecreated = "podslo_pod_sandbox_recreations_total"
+	mPodPending   = "podslo_pod_sandbox_pending_seconds"
+	mPodReadiness = "podslo_pod_readiness_seconds"
+	mPodTerm      = "podslo_pod_termination_seconds"
+	mPodStable    = "podslo_pod_stable"
+)
+
+// histograms and counters are the aggregated families compared exactly.
+var (
+	histograms = []string{mCreation, mTermination, mReadiness, mPhase, mStabilize}
+	counters   = []string{mRecreations, mTimeouts, mExcluded, mOverGrace, mStableTrans, mSkipped}
+	// perPod are the per-pod families, checked for series of pods that no
+	// longer exist.
+	perPod = []string{mPodCreation, mPodRecreated, mPodPending, mPodReadiness, mPodTerm, mPodStable}
+)
+
+// oracleConfig is what the oracle needs to know beyond the histories.
+type oracleConfig struct {
+	// Timeout is the exporter's --sandbox-creation-timeout.
+	Timeout time.Duration
+	// ClaimClass maps namespace/claim to its StorageClass.
+	ClaimClass map[string]string
+	// UserError holds the pods given a FailedMount event for a missing
+	// Secret at creation.
+	UserError map[types.UID]bool
+	// Buckets are the histograms' classic bucket bounds, as exported.
+	Buckets []float64
+	// End is when the comparison is made: live pods are judged as of then.
+	End time.Time
+}
+
+// outcome is one pod's contribution to the aggregated series: histogram
+// observations and counter increments, keyed by series.
+type outcome struct {
+	Observe map[string][]float64 // histogram series → values
+	Count   map[string]float64   // counter series → increment
+}
+
+func newOutcome() outcome {
+	return outcome{Observe: map[string][]float64{}, Count: map[string]float64{}}
+}
+
+// podVerdict is how a pod was judged: its possible outcomes (one when
+// certain) and why more than one.
+type podVerdict struct {
+	Outcomes []outcome
+	// Loose names states the exporter may not have seen and whose effect
+	// the docs do not pin down; the pod then adds [0, its ideal outcome]
+	// to counts and [0, +Inf) to sums.
+	Loose []string
+	// Uncertain names the choices that made several outcomes.
+	Uncertain []string
+	// Ideal is the outcome had the exporter seen every revision.
+	Ideal outcome
+	// Live per-pod expectations, for pods that exist at the end, as the
+	// exporter saw the pod; FinalUncertain when they depend on revisions
+	// it may have missed.
+	Final          podFinal
+	FinalUncertain bool
+}
+
+// podFinal is what the per-pod series of a live pod must show.
+type podFinal struct {
+	Alive       bool
+	Creation    *int64 // podslo_pod_sandbox_creation_seconds
+	Recreations *int64 // podslo_pod_sandbox_recreations_total (once the first sandbox was seen)
+	Readiness   *int64 // podslo_pod_readiness_seconds
+	Pending     bool   // podslo_pod_sandbox_pending_seconds present
+	UserError   bool
+	Labels      classLabels
+}
+
+// key is a canonical text of the final state, to tell them apart.
+func (f podFinal) key() string {
+	val := func(p *int64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	return fmt.Sprintf("%v %s %s %s %v %v %v", f.Alive, val(f.Creation), val(f.Recreations), val(f.Readiness), f.Pending, f.UserError, f.Labels)
+}
+
+type classLabels struct{ Runtime, Storage string }
+
+func (o *oracleConfig) labels(h *history) classLabels {
+	l := classLabels{Runtime: h.RuntimeClass, Storage: "none"}
+	if l.Runtime == "" {
+		l.Runtime = "none"
+	}
+	if len(h.Claims) > 0 {
+		names := make([]string, 0, len(h.Claims))
+		for _, c := range h.Claims {
+			class, ok := o.ClaimClass[h.Namespace+"/"+c]
+			if !ok {
+				class = "unknown"
+			}
+			names = append(names, class)
+		}
+		slices.Sort(names)
+		l.Storage = strings.Join(slices.Compact(names), ",")
+	}
+	return l
+}
+
+// seriesKey is the canonical text of one series: name{a="x",b="y"} with the
+// labels sorted by name.
+func seriesKey(name string, labels map[string]string) string {
+	keys := make([]string, 0, len(labels))
+	for k := range labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(name)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, "%s=%q", k, labels[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func classSeries(name string, l classLabels, extra ...string) string {
+	m := map[string]string{"runtime_class": l.Runtime, "storage_class": l.Storage}
+	for i := 0; i+1 < len(extra); i += 2 {
+		m[extra[i]] = extra[i+1]
+	}
+	return seriesKey(name, m)
+}
+
+// choices fix, for one evaluation of a pod, what the exporter saw where the
+// timeline cannot tell.
+type choices struct {
+	// Seen says which revisions the exporter handled; nil means all.
+	Seen []bool
+	// TimedOut: its timeout check caught the pod pending past the timeout.
+	TimedOut bool
+}
+
+func (c *choices) saw(i int) bool { return c.Seen == nil || c.Seen[i] }
+
+// walk applies the documented semantics, in order, to the revisions of h
+// the exporter saw under ch (the watch delivers every revision, a relist
+// only the current one) and returns the pod's outcome, its per-pod state at
+// the end, and where its states began.
+func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMarks) {
+	out := newOutcome()
+	l := o.labels(h)
+	fin := podFinal{Labels: l, UserError: o.UserError[h.UID]}
+	marks := walkMarks{firstSandbox: -1}
+	seenAny := false
+	for i := range h.Revs {
+		seenAny = seenAny || ch.saw(i)
+	}
+	if !seenAny {
+		// The exporter never knew the pod.
+		return out, fin, marks
+	}
+	userError := o.UserError[h.UID]
+	var (
+		scheduled, firstSandbox, lastSandbox, firstReady int64
+		deletionRequested                                int64
+		terminationDone, excluded                        bool
+		recreations                                      int64
+		phases                                           = map[string]bool{}
+		skips                                            = map[string]bool{}
+	)
+	skip := func(sli, reason string) {
+		k := sli + "/" + reason
+		if skips[k] {
+			return
+		}
+		skips[k] = true
+		out.Count[seriesKey(mSkipped, map[string]string{"sli": sli, "reason": reason})]++
+	}
+	observe := func(name string, v int64, extra ...string) {
+		k := classSeries(name, l, extra...)
+		out.Observe[k] = append(out.Observe[k], float64(v))
+	}
+	count := func(name string, extra ...string) { out.Count[classSeries(name, l, extra...)]++ }
+	// phase observes a start-up phase once; a missing start or end leaves
+	// it for a later revision.
+	phase := func(p string, start, end int64) {
+		if phases[p] || start == 0 || end == 0 {
+			return
+		}
+		phases[p] = true
+		if end < start {
+			skip("startup_phase", "negative_duration")
+			return
+		}
+		observe(mPhase, end-start, "phase", p)
+	}
+	exclude := func() {
+		if !excluded {
+			excluded = true
+			count(mExcluded, "reason", "user_error")
+		}
+	}
+	for i := range h.Revs {
+		if !ch.saw(i) {
+			continue
+		}
+		r := &h.Revs[i]
+		// Scheduling: creation to PodScheduled.
+		if r.Scheduled.isTrue() && r.Scheduled.Time != 0 {
+			if scheduled == 0 {
+				scheduled = r.Scheduled.Time
+			}
+			phase("scheduling", h.Created, r.Scheduled.Time)
+		}
+		// Sandbox: the first True is the creation, each newer True a
+		// re-creation.
+		sb := r.Sandbox
+		if sb.isTrue() && sb.Time != 0 {
+			switch {
+			case firstSandbox == 0:
+				firstSandbox, lastSandbox = sb.Time, sb.Time
+				marks.firstSandbox = i
+				s := r.Scheduled
+				switch {
+				case s.Status == "" || !s.isTrue():
+					skip("sandbox_creation", "no_scheduled_condition")
+				case s.Time == 0:
+					skip("sandbox_creation", "invalid_condition")
+				case userError:
+					phases["sandbox"] = true
+					exclude()
+					v := sb.Time - s.Time
+					if v >= 0 {
+						fin.Creation = &v
+					}
+				default:
+					phase("sandbox", s.Time, sb.Time)
+					if sb.Time < s.Time {
+						skip("sandbox_creation", "negative_duration")
+						break
+					}
+					v := sb.Time - s.Time
+					fin.Creation = &v
+					observe(mCreation, v)
+				}
+			case sb.Time > lastSandbox:
+				lastSandbox = sb.Time
+				recreations++
+				count(mRecreations)
+			}
+		}
+		// Init: first sandbox to Initialized, pods with init containers.
+		if h.HasInit && r.Initialized.isTrue() {
+			phase("init", firstSandbox, r.Initialized.Time)
+		}
+		// Readiness, once: the first Ready=True.
+		if firstReady == 0 && r.Ready.isTrue() && r.Ready.Time != 0 {
+			readyAt := r.Ready.Time
+			firstReady = readyAt
+			from := firstSandbox
+			if h.HasInit && r.Initialized.isTrue() && r.Initialized.Time > from {
+				from = r.Initialized.Time
+			}
+			phase("containers", from, r.Started)
+			phase("readiness", r.Started, readyAt)
+			if userError {
+				phases["total"] = true
+			} else {
+				phase("total", h.Created, readyAt)
+			}
+			switch {
+			case r.Started == 0:
+				skip("readiness", "no_container_started")
+			case readyAt < r.Started:
+				skip("readiness", "negative_duration")
+			default:
+				v := readyAt - r.Started
+				fin.Readiness = &v
+				observe(mReadiness, v)
+			}
+		}
+		// Termination: the deletion request to the first sandbox False
+		// newer than its last readiness.
+		if r.Deletion != 0 && !terminationDone {
+			if deletionRequested == 0 {
+				deletionRequested = r.Deletion - r.Grace
+				if firstSandbox != 0 && sb.Status != "" && !sb.isTrue() && sb.Time < deletionRequested {
+					terminationDone = true
+					skip("termination", "terminated_before_delete")
+					continue
+				}
+			}
+			if sb.isFalse() && firstSandbox != 0 && sb.Time > lastSandbox {
+				terminationDone = true
+				down := sb.Time
+				if down < deletionRequested {
+					skip("termination", "negative_duration")
+				} else {
+					observe(mTermination, down-deletionRequested)
+					if down > r.Deletion {
+						count(mOverGrace)
+					}
+				}
+			}
+		}
+	}
+	gone := !h.Removed.IsZero() && !h.Removed.After(o.End)
+	if gone && !terminationDone {
+		skip("termination", "vanished")
+	}
+	// Timeout: scheduled, never a sandbox, not being deleted, past the
+	// timeout when a check ran.
+	if ch.TimedOut {
+		if userError {
+			exclude()
+		} else {
+			count(mTimeouts)
+		}
+	}
+	fin.Alive = !gone
+	if firstSandbox != 0 {
+		fin.Recreations = &recreations
+	}
+	fin.Pending = fin.Alive && scheduled != 0 && firstSandbox == 0 && deletionRequested == 0
+	marks.scheduled = scheduled
+	return out, fin, marks
+}
+
+// walkMarks are what the timeout question needs of a walk.
+type walkMarks struct {
+	scheduled    int64 // PodScheduled, Unix seconds; 0 if never
+	firstSandbox int   // index of the revision with the first sandbox True, -1 if none
+}
+
+// maxUnsure is the most revisions of one pod whose sight the timeline
+// cannot tell that judge enumerates (2^maxUnsure subsequences); beyond,
+// the pod is loose.
+const maxUnsure = 8
+
+// judge evaluates one pod against the timeline: every revision was surely
+// seen by the exporter, surely not, or maybe; the pod's possible outcomes
+// are those of every subsequence the maybes allow.
+func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
+	var v podVerdict
+	ideal, fin, marks := o.walk(h, choices{})
+	v.Ideal, v.Final = ideal, fin
+	if len(h.Revs) == 0 {
+		return v
+	}
+	end := h.Removed
+	if end.IsZero() || end.After(o.End) {
+		end = o.End
+	}
+	// Each revision's state lasts until the next revision, the last one
+	// until the pod's removal (the delete event carries it) or the end.
+	base := make([]bool, len(h.Revs))
+	var unsure []int
+	for i := range h.Revs {
+		to := end
+		if i+1 < len(h.Revs) {
+			to = h.Revs[i+1].At
+		}
+		switch t.visibility(h.Revs[i].At, to) {
+		case visSeen:
+			base[i] = true
+		case visUncertain:
+			unsure = append(unsure, i)
+		}
+	}
+	if len(unsure) > maxUnsure {
+		v.Loose = append(v.Loose, fmt.Sprintf("%d revisions the exporter may have missed", len(unsure)))
+		unsure = unsure[:0]
+		for i := range base {
+			base[i] = true
+		}
+	}
+
+	// The timeout: a check must have caught the pod pending past it, that
+	// is scheduled, before its first sandbox and before its deletion. A pod
+	// whose sandbox comes later still counts (docs/metrics.md).
+	timeoutOpts := []bool{false}
+	if marks.scheduled != 0 {
+		// The check counts a pod once now.Unix() - scheduled > timeout.
+		due := time.Unix(marks.scheduled+int64(o.Timeout/time.Second)+1, 0)
+		pendingUntil := end
+		for _, r := range h.Revs {
+			if r.Deletion != 0 || (r.Sandbox.isTrue() && r.Sandbox.Time != 0) {
+				pendingUntil = r.At
+				break
+			}
+		}
+		// Surely counted: a check ran while the pod was pending past its
+		// timeout, before the revision that ended that existed.
+		surely := t.checkedBetween(due.Add(time.Second), pendingUntil)
+		// Surely not: no check could run between the timeout and the
+		// moment the exporter surely knew the pod was no longer pending
+		// (or, for a pod pending at the end, the end).
+		until := o.End
+		if pendingUntil.Before(o.End) {
+			until = t.seenBy(pendingUntil)
+		}
+		switch {
+		case surely:
+			timeoutOpts = []bool{true}
+		case !t.mayCheckBetween(due, until):
+		default:
+			timeoutOpts = []bool{true, false}
+			v.Uncertain = append(v.Uncertain, "timeout")
+		}
+	}
+
+	seen := make([]bool, len(base))
+	distinct := map[string]bool{}
+	finals := map[string]bool{}
+	for mask := 0; mask < 1<<len(unsure); mask++ {
+		copy(seen, base)
+		for j, i := range unsure {
+			seen[i] = mask&(1<<j) != 0
+		}
+		for _, to := range timeoutOpts {
+			out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to})
+			if k := out.key(); !distinct[k] {
+				distinct[k] = true
+				v.Outcomes = append(v.Outcomes, out)
+			}
+			if k := fin.key(); !finals[k] {
+				finals[k] = true
+				v.Final = fin
+			}
+		}
+	}
+	// The per-pod series are checked only where what the exporter saw
+	// leaves one answer.
+	v.FinalUncertain = len(finals) > 1 || len(v.Loose) > 0
+	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts) {
+		v.Uncertain = append(v.Uncertain, fmt.Sprintf("%d revisions near a fault", len(unsure)))
+	}
+	return v
+}
+
+// key is a canonical text of the outcome, to tell outcomes apart.
+func (out outcome) key() string {
+	var parts []string
+	for k, vals := range out.Observe {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, vals))
+	}
+	for k, n := range out.Count {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, n))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, ";")
+}
+
+// bounds is the range an exported value must fall in.
+type bounds struct{ Lo, Hi float64 }
+
+// expectation is the expected value of every aggregated series.
+type expectation struct {
+	Series map[string]bounds
+	// Observations is, per histogram family, the observations the oracle
+	// is certain of; Counted the same for counter families.
+	Observations map[string]float64
+	// Loose lists the series whose upper bound is open because of a pod
+	// whose states the exporter may have missed.
+	Loose map[string]bool
+	// Ideal is, per count series (histogram _count, counters), the value
+	// had the exporter seen every revision of every pod.
+	Ideal map[string]float64
+}
+
+// expect sums every pod's verdict into per-series bounds: each pod adds the
+// least and the most it can add.
+func (o *oracleConfig) expect(verdicts map[types.UID]*podVerdict) *expectation {
+	e := &expectation{Series: map[string]bounds{}, Observations: map[string]float64{}, Loose: map[string]bool{}, Ideal: map[string]float64{}}
+	add := func(k string, lo, hi float64) {
+		b := e.Series[k]
+		b.Lo += lo
+		b.Hi += hi
+		e.Series[k] = b
+	}
+	for _, v := range verdicts {
+		// Every series any outcome touches.
+		keys := map[string]bool{}
+		for _, out := range append(v.Outcomes, v.Ideal) {
+			for k := range out.Observe {
+				keys[k] = true
+			}
+			for k := range out.Count {
+				keys[k] = true
+			}
+		}
+		for k := range keys {
+			if strings.HasPrefix(k, mSkipped) || isCounterSeries(k) {
+				lo, hi := math.Inf(1), math.Inf(-1)
+				for _, out := range v.Outcomes {
+					lo, hi = math.Min(lo, out.Count[k]), math.Max(hi, out.Count[k])
+				}
+				if len(v.Loose) > 0 && !strings.HasPrefix(k, mSkipped) {
+					lo, hi = 0, math.Max(hi, v.Ideal.Count[k])
+					e.Loose[k] = true
+				}
+				add(k, lo, hi)
+				e.Observations[familyOf(k)] += lo
+				e.Ideal[k] += v.Ideal.Count[k]
+				continue
+			}
+			// A histogram series: _count, _sum and every bucket.
+			name, labels := splitSeries(k)
+			countLo, countHi := math.Inf(1), math.Inf(-1)
+			sumLo, sumHi := math.Inf(1), math.Inf(-1)
+			bLo := make([]float64, len(o.Buckets)+1)
+			bHi := make([]float64, len(o.Buckets)+1)
+			for i := range bLo {
+				bLo[i] = math.Inf(1)
+				bHi[i] = math.Inf(-1)
+			}
+			for _, out := range v.Outcomes {
+				vals := out.Observe[k]
+				n := float64(len(vals))
+				var s float64
+				for _, x := range vals {
+					s += x
+				}
+				countLo, countHi = math.Min(countLo, n), math.Max(countHi, n)
+				sumLo, sumHi = math.Min(sumLo, s), math.Max(sumHi, s)
+				for i := range bLo {
+					c := float64(countLE(vals, o.bucketBound(i)))
+					bLo[i], bHi[i] = math.Min(bLo[i], c), math.Max(bHi[i], c)
+				}
+			}
+			if len(v.Loose) > 0 {
+				countLo, sumLo, sumHi = 0, 0, math.Inf(1)
+				countHi = math.Max(countHi, float64(len(v.Ideal.Observe[k])))
+				for i := range bLo {
+					bLo[i], bHi[i] = 0, math.Max(bHi[i], countHi)
+				}
+				e.Loose[name+"_count"+labels] = true
+			}
+			add(name+"_count"+labels, countLo, countHi)
+			e.Ideal[name+"_count"+labels] += float64(len(v.Ideal.Observe[k]))
+			add(name+"_sum"+labels, sumLo, sumHi)
+			for i := range bLo {
+				add(bucketKey(name, labels, o.bucketBound(i)), bLo[i], bHi[i])
+			}
+			e.Observations[name] += countLo
+		}
+	}
+	return e
+}
+
+func (o *oracleConfig) bucketBound(i int) float64 {
+	if i < len(o.Buckets) {
+		return o.Buckets[i]
+	}
+	return math.Inf(1)
+}
+
+func countLE(vals []float64, le float64) int {
+	n := 0
+	for _, v := range vals {
+		if v <= le {
+			n++
+		}
+	}
+	return n
+}
+
+func isCounterSeries(k string) bool {
+	name, _ := splitSeries(k)
+	return slices.Contains(counters, name)
+}
+
+// splitSeries splits `name{labels}` into name and `{labels}`.
+func splitSeries(k string) (string, string) {
+	i := strings.IndexByte(k, '{')
+	if i < 0 {
+		return k, "{}"
+	}
+	return k[:i], k[i:]
+}
+
+func familyOf(k string) string {
+	name, _ := splitSeries(k)
+	for _, suffix := range []string{"_count", "_sum", "_bucket"} {
+		if base, ok := strings.CutSuffix(name, suffix); ok && slices.Contains(histograms, base) {
+			return base
+		}
+	}
+	return name
+}
+
+// bucketKey is the series of one cumulative bucket: the labels with le.
+func bucketKey(name, labels string, le float64) string {
+	inner := strings.TrimSuffix(strings.TrimPrefix(labels, "{"), "}")
+	leText := strconv.FormatFloat(le, 'g', -1, 64)
+	if math.IsInf(le, 1) {
+		leText = "+Inf"
+	}
+	// Labels are sorted by name; le sorts after every class label but
+	// before none of them (phase < runtime_class < storage_class, and
+	// "le" < "phase"), so rebuild the map to keep the canonical order.
+	m := parseLabels(inner)
+	m["le"] = leText
+	return seriesKey(name+"_bucket", m)
+}
+
+// parseLabels reads `a="x",b="y"` as written by seriesKey.
+func parseLabels(s string) map[string]string {
+	m := map[string]string{}
+	for s != "" {
+		k, rest, ok := strings.Cut(s, "=")
+		if !ok {
+			break
+		}
+		v, err := strconv.QuotedPrefix(rest)
+		if err != nil {
+			break
+		}
+		m[k], _ = strconv.Unquote(v)
+		s = strings.TrimPrefix(rest[len(v):], ",")
+	}
+	return m
+}

@@ -1,0 +1,399 @@
+package main
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// t0 is the Unix second the synthetic histories start at; at(s) is the
+// wall time s seconds later, when the recorder saw a revision.
+const t0 = 1_000_000
+
+func at(s float64) time.Time { return time.Unix(t0, 0).Add(time.Duration(s * float64(time.Second))) }
+
+// pod builds a history from revisions given as (seconds after t0, change).
+type step struct {
+	at     float64
+	change func(r *revision)
+}
+
+func build(rc string, claims []string, steps ...step) *history {
+	h := &history{UID: types.UID("uid-" + rc), Namespace: "chaos-00", Name: "pod-00000", Created: t0, RuntimeClass: rc, Claims: claims}
+	var cur revision
+	for _, s := range steps {
+		s.change(&cur)
+		cur.At = at(s.at)
+		h.Revs = append(h.Revs, cur)
+	}
+	return h
+}
+
+func sched(t int64) func(*revision) {
+	return func(r *revision) { r.Scheduled = cond{"True", t0 + t} }
+}
+func sandbox(status string, t int64) func(*revision) {
+	return func(r *revision) { r.Sandbox = cond{status, t0 + t} }
+}
+func running(t int64) func(*revision) { return func(r *revision) { r.Started = t0 + t } }
+func ready(status string, t int64) func(*revision) {
+	return func(r *revision) { r.Ready = cond{status, t0 + t} }
+}
+func deletion(requested, grace int64) func(*revision) {
+	return func(r *revision) { r.Deletion, r.Grace = t0+requested+grace, grace }
+}
+
+// lifecycle is a pod through deploy/kwok's stages: scheduled at 0, sandbox
+// at 1, containers at 2, Ready at 4, deleted at 100 with grace, sandbox
+// down at 100+down, removed one second later.
+func lifecycle(rc string, grace, down int64) *history {
+	h := build(rc, nil,
+		step{0, sched(0)},
+		step{0.1, sandbox("False", 0)},
+		step{1.1, sandbox("True", 1)},
+		step{2.1, running(2)},
+		step{4.1, ready("True", 4)},
+		step{100, deletion(100, grace)},
+		step{100.1 + float64(down), func(r *revision) { sandbox("False", 100+down)(r); ready("False", 100+down)(r) }},
+	)
+	h.Removed = at(101.2 + float64(down))
+	return h
+}
+
+func watchingAll() *timeline {
+	return &timeline{Watching: []span{{From: at(-10)}}, Checking: []span{{From: at(-10)}}}
+}
+
+func config() *oracleConfig {
+	return &oracleConfig{Timeout: 60 * time.Second, UserError: map[types.UID]bool{}, Buckets: []float64{0.5, 1, 2, 5, 10}, End: at(1000)}
+}
+
+func TestOracleSeenEverything(t *testing.T) {
+	oc := config()
+	v := oc.judge(lifecycle("kata", 1, 3), watchingAll())
+	if len(v.Outcomes) != 1 || len(v.Uncertain) != 0 || len(v.Loose) != 0 {
+		t.Fatalf("want one certain outcome, got %d (uncertain %v, loose %v)", len(v.Outcomes), v.Uncertain, v.Loose)
+	}
+	out := v.Outcomes[0]
+	kata := classLabels{"kata", "none"}
+	for k, want := range map[string][]float64{
+		classSeries(mCreation, kata):                     {1},
+		classSeries(mReadiness, kata):                    {2},
+		classSeries(mTermination, kata):                  {3},
+		classSeries(mPhase, kata, "phase", "scheduling"): {0},
+		classSeries(mPhase, kata, "phase", "sandbox"):    {1},
+		classSeries(mPhase, kata, "phase", "containers"): {1},
+		classSeries(mPhase, kata, "phase", "readiness"):  {2},
+		classSeries(mPhase, kata, "phase", "total"):      {4},
+	} {
+		if got := out.Observe[k]; len(got) != len(want) || got[0] != want[0] {
+			t.Errorf("%s: got %v, want %v", k, got, want)
+		}
+	}
+	if len(out.Observe) != 8 {
+		t.Errorf("observations: got %v", out.Observe)
+	}
+	// Grace 1, sandbox down 3 s after the request: over grace.
+	if got := out.Count[classSeries(mOverGrace, kata)]; got != 1 {
+		t.Errorf("over grace: got %v, want 1", got)
+	}
+	if len(out.Count) != 1 {
+		t.Errorf("counters: got %v, want only over grace", out.Count)
+	}
+}
+
+func TestOracleTermination(t *testing.T) {
+	h := lifecycle("runc", 30, 1) // sandbox down at 101, removed at 102.2
+	vanished := seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "vanished"})
+	term := classSeries(mTermination, classLabels{"runc", "none"})
+	for _, tc := range []struct {
+		name      string
+		tl        *timeline
+		outcomes  int
+		observed  bool // the certain outcome observes the termination
+		uncertain bool
+	}{
+		{"watching", watchingAll(), 1, true, false},
+		{"killed before, restarted after removal", &timeline{
+			Watching: []span{{From: at(-10), To: at(99)}, {From: at(110)}},
+			Blind:    []span{{From: at(100), To: at(108)}},
+		}, 1, false, false},
+		{"restarted between down and removal", &timeline{
+			Watching:  []span{{From: at(-10), To: at(99)}, {From: at(104)}},
+			Blind:     []span{{From: at(100), To: at(101.5)}},
+			Snapshots: []span{{From: at(101.5), To: at(104)}},
+		}, 2, false, true},
+		{"listed while down", &timeline{
+			Watching:  []span{{From: at(-10), To: at(99)}, {From: at(105)}},
+			Blind:     []span{{From: at(100), To: at(101.3)}},
+			Snapshots: []span{{From: at(101.3), To: at(102)}},
+		}, 1, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := config().judge(h, tc.tl)
+			if len(v.Outcomes) != tc.outcomes || (len(v.Uncertain) > 0) != tc.uncertain {
+				t.Fatalf("got %d outcomes, uncertain %v", len(v.Outcomes), v.Uncertain)
+			}
+			if tc.outcomes == 1 {
+				out := v.Outcomes[0]
+				if got := len(out.Observe[term]) == 1; got != tc.observed {
+					t.Errorf("termination observed: got %v, want %v", got, tc.observed)
+				}
+				if got := out.Count[vanished] == 1; got == tc.observed {
+					t.Errorf("vanished: got %v, want %v", got, !tc.observed)
+				}
+			}
+		})
+	}
+}
+
+func TestOracleRecreation(t *testing.T) {
+	h := build("", []string{"std-00", "fast-00"},
+		step{0, sched(0)},
+		step{0.1, sandbox("False", 0)},
+		step{1.1, sandbox("True", 1)},
+		step{2.1, running(2)},
+		step{4.1, ready("True", 4)},
+		step{34.1, func(r *revision) { sandbox("False", 34)(r); ready("False", 34)(r); r.Restarts = 0 }},
+		step{36.1, func(r *revision) { sandbox("True", 36)(r); r.Restarts = 1 }},
+		step{37.1, running(37)},
+		step{39.1, ready("True", 39)},
+	)
+	oc := config()
+	oc.ClaimClass = map[string]string{"chaos-00/std-00": "standard", "chaos-00/fast-00": "fast"}
+	v := oc.judge(h, watchingAll())
+	l := classLabels{"none", "fast,standard"}
+	out := v.Outcomes[0]
+	if got := out.Count[classSeries(mRecreations, l)]; got != 1 {
+		t.Errorf("recreations: got %v, want 1 (counters %v)", got, out.Count)
+	}
+	if got := out.Observe[classSeries(mReadiness, l)]; len(got) != 1 || got[0] != 2 {
+		t.Errorf("readiness: got %v, want [2] (the first Ready only)", got)
+	}
+	if !v.Final.Alive || v.Final.Recreations == nil || *v.Final.Recreations != 1 || *v.Final.Creation != 1 {
+		t.Errorf("final: %+v", v.Final)
+	}
+	// The exporter down from before the first sandbox until after the
+	// crash: it never saw the first sandbox, and takes the re-created one
+	// for the first.
+	blind := &timeline{Watching: []span{{From: at(-10), To: at(0.5)}, {From: at(40)}}, Blind: []span{{From: at(0.6), To: at(39.5)}}, Snapshots: []span{{From: at(39.5), To: at(40)}}}
+	v = oc.judge(h, blind)
+	if len(v.Outcomes) != 1 || len(v.Loose) > 0 {
+		t.Fatalf("want one certain outcome, got %d (loose %v)", len(v.Outcomes), v.Loose)
+	}
+	out = v.Outcomes[0]
+	if got := out.Count[classSeries(mRecreations, l)]; got != 0 {
+		t.Errorf("recreations seen: got %v, want 0", got)
+	}
+	if got := out.Observe[classSeries(mCreation, l)]; len(got) != 1 || got[0] != 36 {
+		t.Errorf("creation seen: got %v, want [36]", got)
+	}
+	if got := v.Ideal.Count[classSeries(mRecreations, l)]; got != 1 {
+		t.Errorf("ideal recreations: got %v, want 1", got)
+	}
+}
+
+func TestOracleTimeout(t *testing.T) {
+	stuck := func(deleteAt float64) *history {
+		steps := []step{{0, sched(0)}, {0.1, sandbox("False", 0)}}
+		if deleteAt > 0 {
+			steps = append(steps, step{deleteAt, deletion(int64(deleteAt), 30)})
+		}
+		h := build("runc", nil, steps...)
+		if deleteAt > 0 {
+			h.Removed = at(deleteAt + 1)
+		}
+		return h
+	}
+	timeouts := classSeries(mTimeouts, classLabels{"runc", "none"})
+	excluded := classSeries(mExcluded, classLabels{"runc", "none"}, "reason", "user_error")
+	for _, tc := range []struct {
+		name      string
+		h         *history
+		userError bool
+		tl        *timeline
+		want      []float64 // the timeout counter in each outcome
+	}{
+		{"alive past the timeout", stuck(0), false, watchingAll(), []float64{1}},
+		{"deleted well after", stuck(120), false, watchingAll(), []float64{1}},
+		{"deleted well before", stuck(30), false, watchingAll(), []float64{0}},
+		{"user error", stuck(0), true, watchingAll(), []float64{0}},
+		{"exporter down over the timeout, pod gone before its return", stuck(120), false, &timeline{
+			Checking: []span{{From: at(-10), To: at(50)}, {From: at(130)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(130)}},
+			Blind: []span{{From: at(51), To: at(125)}}, Snapshots: []span{{From: at(125), To: at(130)}},
+		}, []float64{0}},
+		{"exporter ready just after the timeout", stuck(120), false, &timeline{
+			Checking: []span{{From: at(-10), To: at(50)}, {From: at(61.5)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(61.5)}},
+		}, []float64{1}},
+		{"deleted at the timeout", stuck(61), false, watchingAll(), []float64{1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oc := config()
+			oc.UserError[tc.h.UID] = tc.userError
+			v := oc.judge(tc.h, tc.tl)
+			var got []float64
+			for _, out := range v.Outcomes {
+				got = append(got, out.Count[timeouts])
+				if tc.userError && out.Count[excluded] != 1 {
+					t.Errorf("a user-error pod past its timeout is excluded once, got %v", out.Count)
+				}
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("timeouts per outcome: got %v, want %v", got, tc.want)
+			}
+			for i := range got {
+				if got[i] != tc.want[i] {
+					t.Errorf("timeouts per outcome: got %v, want %v", got, tc.want)
+				}
+			}
+		})
+	}
+}
+
+func TestExpectAndCompare(t *testing.T) {
+	oc := config()
+	certain := lifecycle("runc", 30, 1)
+	uncertain := lifecycle("kata", 30, 3)
+	uncertain.UID = "uid-uncertain"
+	tl := &timeline{
+		Watching:  []span{{From: at(-10), To: at(99)}, {From: at(106)}},
+		Blind:     []span{{From: at(100), To: at(103.5)}},
+		Snapshots: []span{{From: at(103.5), To: at(106)}},
+	}
+	verdicts := map[types.UID]*podVerdict{}
+	for _, h := range []*history{certain, uncertain} {
+		v := oc.judge(h, watchingAll())
+		if h == uncertain {
+			v = oc.judge(h, tl)
+		}
+		verdicts[h.UID] = &v
+	}
+	exp := oc.expect(verdicts)
+	kata := classSeries(mTermination, classLabels{"kata", "none"})
+	name, labels := splitSeries(kata)
+	if b := exp.Series[name+"_count"+labels]; b != (bounds{0, 1}) {
+		t.Errorf("uncertain kata termination count: got %v", b)
+	}
+	if b := exp.Series[name+"_sum"+labels]; b != (bounds{0, 3}) {
+		t.Errorf("uncertain kata termination sum: got %v", b)
+	}
+	runc := classSeries(mTermination, classLabels{"runc", "none"})
+	name, labels = splitSeries(runc)
+	if b := exp.Series[name+"_count"+labels]; b != (bounds{1, 1}) {
+		t.Errorf("runc termination count: got %v", b)
+	}
+	if b := exp.Series[bucketKey(name, labels, 0.5)]; b != (bounds{0, 0}) {
+		t.Errorf("runc le=0.5: got %v", b)
+	}
+	if b := exp.Series[bucketKey(name, labels, math.Inf(1))]; b != (bounds{1, 1}) {
+		t.Errorf("runc le=+Inf: got %v", b)
+	}
+
+	// The exporter lost the runc termination and counted the kata one twice.
+	got := &exposition{Series: map[string]float64{}}
+	for k, b := range exp.Series {
+		got.Series[k] = b.Lo
+	}
+	got.Series[name+"_count"+labels] = 0
+	got.Series[name+"_sum"+labels] = 0
+	kname, klabels := splitSeries(kata)
+	got.Series[kname+"_count"+klabels] = 2
+	got.Series[kname+"_sum"+klabels] = 6
+	var term *FamilyResult
+	for _, f := range compare(exp, got) {
+		if f.Family == mTermination {
+			term = f
+		}
+	}
+	if term == nil || term.Lost != 1 || term.Doubled != 1 || term.SumMismatches != 2 || term.Compared != 1 {
+		t.Fatalf("termination comparison: %+v", term)
+	}
+}
+
+func TestBucketKeyOrder(t *testing.T) {
+	got := bucketKey(mPhase, `{phase="sandbox",runtime_class="runc",storage_class="none"}`, 2.5)
+	want := mPhase + `_bucket{le="2.5",phase="sandbox",runtime_class="runc",storage_class="none"}`
+	if got != want {
+		t.Errorf("got %s, want %s", got, want)
+	}
+}
+
+// TestOracleReplacedInOutage is the pod force-deleted and created again
+// under its name while the exporter's watch is down: the old UID vanishes,
+// and its timeout, due after the exporter watches again, must never count.
+func TestOracleReplacedInOutage(t *testing.T) {
+	h := build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)})
+	h.Removed = at(20.1) // grace 0: no revision with a deletion timestamp
+	outage := outageRecord{Stop: at(5), APIReady: at(20), WatchBack: at(25)}
+	tl := buildTimeline([]instance{{N: 1, Start: at(-20), Ready: at(-15)}}, []outageRecord{outage})
+	v := config().judge(h, tl)
+	if len(v.Outcomes) != 1 || len(v.Uncertain) > 0 {
+		t.Fatalf("want one certain outcome, got %d (uncertain %v)", len(v.Outcomes), v.Uncertain)
+	}
+	out := v.Outcomes[0]
+	want := map[string]float64{
+		seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "vanished"}): 1,
+	}
+	if len(out.Count) != len(want) || out.Count[seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "vanished"})] != 1 {
+		t.Errorf("counters: got %v, want %v", out.Count, want)
+	}
+	if v.Final.Alive || v.Final.Pending {
+		t.Errorf("final: %+v", v.Final)
+	}
+}
+
+// TestOracleFinalRevisionOnly is kwok's removal, a delete with grace 0 that
+// moves deletionTimestamp to the removal request: an exporter that saw
+// only that last revision takes the sandbox for gone before the request.
+func TestOracleFinalRevisionOnly(t *testing.T) {
+	h := build("runc", nil,
+		step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{1.1, sandbox("True", 1)},
+		step{2.1, running(2)}, step{4.1, ready("True", 4)},
+		step{100, deletion(100, 1)},
+		step{101.1, func(r *revision) { sandbox("False", 101)(r); ready("False", 101)(r) }},
+		step{102.1, deletion(102, 0)},
+	)
+	h.Removed = at(103.2)
+	tl := &timeline{
+		Watching:  []span{{From: at(-10), To: at(99.5)}, {From: at(104)}},
+		Blind:     []span{{From: at(100), To: at(102.5)}},
+		Snapshots: []span{{From: at(102.5), To: at(103)}},
+	}
+	v := config().judge(h, tl)
+	if len(v.Outcomes) != 1 {
+		t.Fatalf("want one outcome, got %d", len(v.Outcomes))
+	}
+	skipped := seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "terminated_before_delete"})
+	if got := v.Outcomes[0].Count[skipped]; got != 1 {
+		t.Errorf("terminated_before_delete: got %v, want 1 (%v)", got, v.Outcomes[0].Count)
+	}
+	if got := v.Ideal.Observe[classSeries(mTermination, classLabels{"runc", "none"})]; len(got) != 1 || got[0] != 1 {
+		t.Errorf("ideal termination: got %v, want [1]", got)
+	}
+}
+
+// TestOracleLateSandbox is a pod whose sandbox comes after the timeout: it
+// counts once as a timeout and is still observed (docs/metrics.md); one
+// whose sandbox the exporter could not see in time may count as both.
+func TestOracleLateSandbox(t *testing.T) {
+	h := build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{130.1, sandbox("True", 130)})
+	timeouts := classSeries(mTimeouts, classLabels{"runc", "none"})
+	creation := classSeries(mCreation, classLabels{"runc", "none"})
+	v := config().judge(h, watchingAll())
+	if len(v.Outcomes) != 1 || v.Outcomes[0].Count[timeouts] != 1 || len(v.Outcomes[0].Observe[creation]) != 1 {
+		t.Errorf("late sandbox: got %+v", v.Outcomes)
+	}
+	// In time (at 50 s), but the watch was down from 40 s to 70 s.
+	h = build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{50.1, sandbox("True", 50)})
+	outage := outageRecord{Stop: at(40), APIReady: at(45), WatchBack: at(70)}
+	v = config().judge(h, buildTimeline([]instance{{N: 1, Start: at(-20), Ready: at(-15)}}, []outageRecord{outage}))
+	var got []float64
+	for _, out := range v.Outcomes {
+		got = append(got, out.Count[timeouts])
+	}
+	if len(got) != 2 || got[0]+got[1] != 1 {
+		t.Errorf("a sandbox hidden by the outage: timeouts per outcome %v, want one of each", got)
+	}
+}

@@ -1,0 +1,338 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+)
+
+const (
+	namespaces = 10
+	// The annotations deploy/kwok's stages read (deploy/kwok/README.md).
+	annotationSandbox = "kwok.podslo.io/sandbox"
+	annotationCrash   = "kwok.podslo.io/sandbox-crash"
+	// claimsPerClass PVCs of each StorageClass per namespace, shared by
+	// the pods: nothing binds them (there is no kube-controller-manager),
+	// and neither kwok nor podslo needs them bound.
+	claimsPerClass = 5
+	// fastClass is a second StorageClass beside deploy/kwok's "standard",
+	// so that pods with claims of both show as storage_class="fast,standard".
+	fastClass = "fast"
+	// missingSecret is the Secret user-error pods mount and nobody creates.
+	missingSecret = "missing-secret"
+)
+
+func nodeName(i int) string     { return fmt.Sprintf("kwok-node-%04d", i) }
+func podNamespace(i int) string { return fmt.Sprintf("chaos-%02d", i%namespaces) }
+func podName(i int) string      { return fmt.Sprintf("pod-%05d", i) }
+func claimName(class string, i int) string {
+	return fmt.Sprintf("%s-%02d", class, i%claimsPerClass)
+}
+
+// podKind is what a new pod is made to go through.
+type podKind struct {
+	RuntimeClass string   // "", "runc" or "kata"
+	Claims       []string // StorageClasses of its PVCs
+	Init         bool     // has an init container
+	Crash        bool     // loses its sandbox once, MinLife after Ready
+	Stuck        bool     // never gets a sandbox
+	UserError    bool     // stuck, mounts a missing Secret, and gets a FailedMount event
+}
+
+// client wraps the API calls of the run, retried through the outage.
+type client struct {
+	cs *kubernetes.Clientset
+}
+
+// retry retries fn on every error but those that retrying cannot fix, until
+// ctx ends: kube-apiserver may be down for the outage.
+func retry(ctx context.Context, fn func() error) error {
+	delay := 50 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) ||
+			apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 2*time.Second)
+	}
+}
+
+// parallel calls fn for every i in [from, to) on w workers and stops at the
+// first error.
+func parallel(ctx context.Context, from, to, w int, fn func(ctx context.Context, i int) error) error {
+	var next atomic.Int64
+	next.Store(int64(from))
+	g, gctx := errgroup.WithContext(ctx)
+	for range w {
+		g.Go(func() error {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= to || gctx.Err() != nil {
+					return gctx.Err()
+				}
+				if err := fn(gctx, i); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// setUp creates deploy/kwok/classes.yaml's classes and the second
+// StorageClass, the namespaces with their default ServiceAccounts (no
+// kube-controller-manager creates them, and admission refuses pods
+// without), the PVCs and the nodes. It returns each claim's class.
+func (c *client) setUp(ctx context.Context, repo string, nodes int) (map[string]string, error) {
+	classes := filepath.Join(repo, "deploy", "kwok", "classes.yaml")
+	data, err := os.ReadFile(classes)
+	if err != nil {
+		return nil, err
+	}
+	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+	for {
+		doc, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", classes, err)
+		}
+		if len(bytes.TrimSpace(doc)) == 0 {
+			continue
+		}
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("decode %s: %w", classes, err)
+		}
+		switch o := obj.(type) {
+		case *nodev1.RuntimeClass:
+			_, err = c.cs.NodeV1().RuntimeClasses().Create(ctx, o, metav1.CreateOptions{})
+		case *storagev1.StorageClass:
+			_, err = c.cs.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			err = fmt.Errorf("%s: unexpected %T", classes, obj)
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+	}
+	fast := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fastClass}, Provisioner: "kubernetes.io/no-provisioner"}
+	if _, err := c.cs.StorageV1().StorageClasses().Create(ctx, fast, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	claimClass := map[string]string{}
+	for i := range namespaces {
+		ns := podNamespace(i)
+		if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+		if _, err := c.cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		for _, class := range []string{"standard", fastClass} {
+			for j := range claimsPerClass {
+				name := claimName(class, j)
+				pvc := &corev1.PersistentVolumeClaim{
+					ObjectMeta: metav1.ObjectMeta{Name: name},
+					Spec: corev1.PersistentVolumeClaimSpec{
+						StorageClassName: &class,
+						AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+						Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+					},
+				}
+				if _, err := c.cs.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					return nil, err
+				}
+				claimClass[ns+"/"+name] = class
+			}
+		}
+	}
+	err = parallel(ctx, 0, nodes, 8, func(ctx context.Context, i int) error {
+		node := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{
+				Name:        nodeName(i),
+				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
+				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": nodeName(i)},
+			},
+			Status: corev1.NodeStatus{Capacity: corev1.ResourceList{
+				corev1.ResourceCPU:    resource.MustParse("32"),
+				corev1.ResourceMemory: resource.MustParse("256Gi"),
+				corev1.ResourcePods:   resource.MustParse("110"),
+			}},
+		}
+		node.Status.Allocatable = node.Status.Capacity
+		return retry(ctx, func() error {
+			_, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+			if apierrors.IsAlreadyExists(err) {
+				return nil
+			}
+			return err
+		})
+	})
+	return claimClass, err
+}
+
+// newPod is the pod of slot i: one container (and an init container for
+// some), on the slot's node once bound, with the annotations and volumes
+// of its kind.
+func newPod(i int, k podKind, crashAfter time.Duration) *corev1.Pod {
+	no := false
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: podName(i), Namespace: podNamespace(i),
+			Labels:      map[string]string{"app": fmt.Sprintf("app-%02d", i%50)},
+			Annotations: map[string]string{},
+		},
+		Spec: corev1.PodSpec{
+			AutomountServiceAccountToken: &no,
+			Containers:                   []corev1.Container{{Name: "app", Image: "registry.example/app:1.0"}},
+		},
+	}
+	if k.RuntimeClass != "" {
+		rc := k.RuntimeClass
+		pod.Spec.RuntimeClassName = &rc
+	}
+	if k.Init {
+		pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "registry.example/init:1.0"}}
+	}
+	for _, class := range k.Claims {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "data-" + class, VolumeSource: corev1.VolumeSource{
+			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(class, i)}}})
+	}
+	if k.Crash {
+		pod.Annotations[annotationCrash] = strconv.Itoa(int(crashAfter / time.Second))
+	}
+	if k.Stuck {
+		pod.Annotations[annotationSandbox] = "never"
+	}
+	if k.UserError {
+		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "creds", VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: missingSecret}}})
+	}
+	return pod
+}
+
+// createPod creates the pod, binds it to its node through the binding
+// subresource (which writes PodScheduled, as kube-scheduler's bind does)
+// and, for a user-error pod, records the kubelet's FailedMount event. It
+// returns the pod's UID and whether the event was recorded.
+func (c *client) createPod(ctx context.Context, pod *corev1.Pod, node string, userError bool) (types.UID, error) {
+	var created *corev1.Pod
+	err := retry(ctx, func() error {
+		var err error
+		created, err = c.cs.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// A retried create whose first attempt went through.
+			created, err = c.cs.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		}
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("create pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	err = retry(ctx, func() error {
+		err := c.cs.CoreV1().Pods(pod.Namespace).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: created.UID},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+		}, metav1.CreateOptions{})
+		if apierrors.IsConflict(err) { // bound already (a retried request)
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return created.UID, fmt.Errorf("bind pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	if !userError {
+		return created.UID, nil
+	}
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + "-", Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: created.UID},
+		Reason:         "FailedMount", Type: corev1.EventTypeWarning,
+		Message:        fmt.Sprintf(`MountVolume.SetUp failed for volume "creds" : secret %q not found`, missingSecret),
+		Source:         corev1.EventSource{Component: "kubelet", Host: node},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	err = retry(ctx, func() error {
+		_, err := c.cs.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+		return err
+	})
+	if err != nil {
+		return created.UID, fmt.Errorf("record the FailedMount event of %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return created.UID, nil
+}
+
+// deletePod deletes the pod with UID uid (never a newer pod of the same
+// name) with the grace period given.
+func (c *client) deletePod(ctx context.Context, namespace, name string, uid types.UID, grace int64) error {
+	err := retry(ctx, func() error {
+		return c.cs.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{
+			GracePeriodSeconds: &grace,
+			Preconditions:      &metav1.Preconditions{UID: &uid},
+		})
+	})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil // gone already, or replaced
+	}
+	return err
+}
+
+// watchFrom starts a watch of every pod from resource version rv and says
+// what the API server answered: "410 Gone" when rv is too old to resume
+// from (compacted, or older than its watch cache), so that a watcher must
+// list again.
+func (c *client) watchFrom(ctx context.Context, rv int64) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	w, err := c.cs.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, metav1.ListOptions{ResourceVersion: strconv.FormatInt(rv, 10)})
+	switch {
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		return "410 Gone"
+	case err != nil:
+		return "error: " + err.Error()
+	}
+	defer w.Stop()
+	for ev := range w.ResultChan() {
+		if ev.Type != watch.Error {
+			return fmt.Sprintf("resumed (first event %s)", ev.Type)
+		}
+		if st, ok := ev.Object.(*metav1.Status); ok && (st.Code == http.StatusGone || st.Reason == metav1.StatusReasonExpired) {
+			return "410 Gone"
+		}
+		return fmt.Sprintf("error event %v", ev.Object)
+	}
+	return "resumed (no event within 10s)"
+}
