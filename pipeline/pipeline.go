@@ -245,10 +245,14 @@ func (p *Pipeline) Pod(pod *lifecycle.Pod) {
 func (p *Pipeline) Deleted(uid types.UID, ref string, final *lifecycle.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if r, ok := p.failed[uid]; ok && !r.deleted && final == nil {
-		// The last update never made it to the store: it is all there is
-		// of the pod's end.
-		final = r.pod
+	if r, ok := p.failed[uid]; ok && !r.deleted {
+		if final == nil {
+			// The last update never made it to the store: it is all there
+			// is of the pod's end.
+			final = r.pod
+		} else {
+			keepFirstDeletion(r.pod, final)
+		}
 	}
 	if err := p.forgetLocked(uid, final); err != nil {
 		p.failed[uid] = retry{pod: final, deleted: true, ref: ref}
@@ -441,6 +445,9 @@ func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
 func (p *Pipeline) Handle(pod *lifecycle.Pod) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if r, ok := p.failed[pod.UID]; ok {
+		keepFirstDeletion(r.pod, pod)
+	}
 	err := p.handleLocked(pod)
 	if err != nil {
 		p.failed[pod.UID] = retry{pod: pod, ref: klogRef(pod)}
@@ -583,6 +590,29 @@ func routes(histogramLabels []string) [][]route {
 		out[a.Kind] = append(out[a.Kind], route{aggregate: a, id: a.ID(histogramLabels)})
 	}
 	return out
+}
+
+// keepFirstDeletion carries the first deletion request of a pod whose
+// write failed into the newer object that replaces it. lifecycle measures a
+// termination from the first request it sees, and a later delete moves
+// deletionTimestamp (the kubelet's or kwok's final delete with grace 0 sets
+// it to the removal): retried from the newest object alone, the sandbox
+// would look gone before the deletion was requested.
+func keepFirstDeletion(older, newer *lifecycle.Pod) {
+	if older == nil || newer == nil || older.DeletionTimestamp == nil {
+		return
+	}
+	requested := func(p *lifecycle.Pod) time.Time {
+		var grace int64
+		if p.DeletionGracePeriodSeconds != nil {
+			grace = *p.DeletionGracePeriodSeconds
+		}
+		return p.DeletionTimestamp.Add(-time.Duration(grace) * time.Second)
+	}
+	if newer.DeletionTimestamp == nil || requested(older).Before(requested(newer)) {
+		newer.DeletionTimestamp = older.DeletionTimestamp
+		newer.DeletionGracePeriodSeconds = older.DeletionGracePeriodSeconds
+	}
 }
 
 func klogRef(p *lifecycle.Pod) string { return p.Namespace + "/" + p.Name }

@@ -356,3 +356,49 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// The chaos run found this: on a full disk, a pod's deletion request and
+// its sandbox going away fail to write; then the final delete (grace 0)
+// moves deletionTimestamp to the removal. Retried from that object alone,
+// the termination looked like a sandbox gone before the request
+// (terminated_before_delete). The first request is kept, and the
+// termination is measured from it, once.
+func TestFailedWritesKeepTheFirstDeletionRequest(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	pod := startedPod("u1", 2)
+	p.Pod(pod)
+
+	deleting := startedPod("u1", 2)
+	at := metav1.NewTime(time.Unix(1700000090, 0)) // requested at 60 with grace 30
+	grace := int64(30)
+	deleting.DeletionTimestamp, deleting.DeletionGracePeriodSeconds = &at, &grace
+	fail = 100
+	p.Pod(deleting)
+	down := startedPod("u1", 2)
+	down.DeletionTimestamp, down.DeletionGracePeriodSeconds = &at, &grace
+	down.Conditions[1] = lifecycle.Condition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionFalse, LastTransitionTime: 1700000064}
+	p.Pod(down)
+	final := startedPod("u1", 2)
+	removal := metav1.NewTime(time.Unix(1700000066, 0))
+	zero := int64(0)
+	final.DeletionTimestamp, final.DeletionGracePeriodSeconds = &removal, &zero
+	final.Conditions[1] = down.Conditions[1]
+	p.Deleted("u1", "ns/web-u1", final)
+	require.Len(t, p.failed, 1)
+
+	fail = 0
+	p.RetryFailed()
+	assert.Empty(t, p.failed)
+	var count uint64
+	var sum float64
+	st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
+		if family == "termination" {
+			count, sum = a.Histogram.Count, a.Histogram.Sum
+		}
+	})
+	assert.Equal(t, uint64(1), count)
+	assert.Equal(t, 4.0, sum, "from the request at 60 to the sandbox down at 64")
+	assert.Zero(t, skipped(st, "termination", "terminated_before_delete"))
+	assert.Zero(t, skipped(st, "termination", "vanished"))
+}
