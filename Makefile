@@ -76,7 +76,6 @@ test: lint dashboard-lint image-test testbin clusterbin kwokbin helmbin
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 	cd hack/chaos && $(GO) test -race -count=1 ./...
 	$(MAKE) e2e
-	$(MAKE) chaos-short
 
 ## demo: podslo on a simulated cluster (kwok), with a live table per class;
 ## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
@@ -208,7 +207,8 @@ chaos: build testbin kwokbin
 	cd hack/chaos && $(GO) run . --out results/full.json --markdown results/full.md $(CHAOS_FLAGS)
 
 ## chaos-short: the same with 300 pods, 4 kills, a 15 s outage, one
-## compaction and a 10 s full disk, in about 7 minutes (part of `make test`).
+## compaction and a 10 s full disk, in about 7 minutes. Not yet part of
+## `make test` (docs/reliability.md says why).
 chaos-short: build testbin kwokbin
 	cd hack/chaos && $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
 		--churn 285s --kills 4 --max-down 10s --outage 15s --compactions 1 --disk-full 10s \
