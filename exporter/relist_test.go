@@ -330,3 +330,47 @@ podslo_sandbox_creation_timeouts_total{runtime_class="slow",storage_class="none"
 `, "podslo_sandbox_creation_timeouts_total")
 	assert.Equal(t, map[string][]string{"sentinel": {string(sentinel.UID)}}, perPodUIDs(t, metrics)["podslo_pod_sandbox_pending_seconds"])
 }
+
+// TestNoTimeoutWhileTheWatchIsDown: a pod's sandbox becomes ready within
+// the creation timeout while the exporter cannot reach the API server, and
+// the timeout passes before it can again. The exporter must not conclude a
+// timeout from an update it could not receive: once back, it records the
+// creation, and no timeout.
+func TestNoTimeoutWhileTheWatchIsDown(t *testing.T) {
+	env := testenv.Start(t)
+	c := env.Client
+	const ns = "stale"
+	createNamespace(t, c, ns)
+	apiserver, err := url.Parse(env.Config.Host)
+	require.NoError(t, err)
+	proxy := startProxy(t, apiserver.Host)
+	logs := newLogLines(t)
+	const timeout = 4 * time.Second
+	metrics := startExporter(t, Options{Kubeconfig: proxiedKubeconfig(t, env.Kubeconfig, proxy.addr()), StateDir: t.TempDir(),
+		SandboxCreationTimeout: timeout, timeoutCheckInterval: 100 * time.Millisecond, Logger: logs.logger()})
+
+	pod := createPod(t, c, ns, podSpec{name: "web", team: "a"})
+	scheduled := time.Now().Truncate(time.Second)
+	kubelet(t, c, pod, condAt(corev1.PodScheduled, corev1.ConditionTrue, scheduled), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, scheduled))
+	eventuallyValue(t, metrics, "podslo_sandbox_creation_pending_pods", map[string]string{"runtime_class": "none"}, 1)
+
+	proxy.cutOff()
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.GreaterOrEqual(c, proxy.turnedAway(), 2) }, 60*time.Second, 10*time.Millisecond)
+	// The sandbox is ready 2s after scheduling, within the timeout; the
+	// exporter cannot see it.
+	kubelet(t, c, pod, condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, scheduled.Add(2*time.Second)))
+	// The timeout passes while the watch is down, and the checks, every
+	// 100ms, say they hold it.
+	logs.wait(t, "Holding sandbox creation timeouts")
+	time.Sleep(time.Until(scheduled.Add(timeout + 2*time.Second)))
+	assert.Empty(t, logs.matching("Pod watch current again"), "the watch counted as current while cut off")
+	proxy.restore()
+
+	logs.wait(t, "Pod watch current again")
+	const creation = "podslo_sandbox_creation_duration_seconds"
+	eventuallyMetrics(t, metrics, "# HELP "+creation+" Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE "+creation+" histogram\n"+
+		histogramText(creation, `runtime_class="none",storage_class="none"`, 2), creation)
+	// Past the deadline and current again: a timeout would be counted by
+	// now; the check runs every 100ms and has said it runs again.
+	eventuallyMetrics(t, metrics, "", "podslo_sandbox_creation_timeouts_total", "podslo_sandbox_creation_pending_pods")
+}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,8 +35,10 @@ type Handler interface {
 	UserError(uid types.UID, ref string)
 	// Synced is called once every pod of the first list has been handed to
 	// Pod. live returns the UIDs of the pods that exist at the time of the
-	// call; it stays valid for as long as the watch runs.
-	Synced(live func() map[types.UID]struct{})
+	// call; current whether the pod watch is open and every pod of its
+	// newest list handled, i.e. whether the absence of an update can be
+	// trusted. Both stay valid for as long as the watch runs.
+	Synced(live func() map[types.UID]struct{}, current func() bool)
 }
 
 // Options configures the Watcher.
@@ -73,6 +76,7 @@ type Watcher struct {
 	trim      *trimmer
 	classes   classResolver
 	userError *regexp.Regexp
+	current   *currency
 }
 
 // New returns a Watcher handing pods to h; Start runs it.
@@ -106,7 +110,7 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 		t.conditionTypes[ct] = ct
 	}
 	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
-	return &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re}, nil
+	return &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re, current: newCurrency(time.Now)}, nil
 }
 
 // Start runs the informers until ctx ends.
@@ -155,7 +159,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 		return w.stopped(ctx)
 	}
 	w.log.Info("Informers synced", "pods", keys.len())
-	w.handler.Synced(keys.live)
+	w.handler.Synced(keys.live, w.current.Current)
 	<-ctx.Done()
 	return nil
 }

@@ -106,8 +106,8 @@ func (k *podKeys) GetByKey(key string) (any, bool, error) {
 // podListWatch lists and watches every pod, as client-go's generated pod
 // informer does, including its choice of streaming lists (WatchList) where
 // the client supports them.
-func podListWatch(client kubernetes.Interface) cache.ListerWatcher {
-	return cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{
+func podListWatch(client kubernetes.Interface, c *currency) cache.ListerWatcher {
+	return cache.ToListWatcherWithWatchListSemantics(c.track(&cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			return client.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), o)
 		},
@@ -120,7 +120,7 @@ func podListWatch(client kubernetes.Interface) cache.ListerWatcher {
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
-	}, client)
+	}), client)
 }
 
 // podController returns the controller that feeds every pod through
@@ -133,8 +133,8 @@ func (w *Watcher) podController() (cache.Controller, *podKeys) {
 		Transformer:           w.trim.transform,
 	})
 	ctrl := cache.New(&cache.Config{
-		Queue:             fifo,
-		ListerWatcher:     podListWatch(w.client),
+		Queue:             &markingQueue{DeltaFIFO: fifo, c: w.current},
+		ListerWatcher:     podListWatch(w.client, w.current),
 		ObjectType:        &corev1.Pod{},
 		ObjectDescription: "pods",
 		// No resync: there is no cached pod to resync from. The handler
@@ -150,6 +150,12 @@ func (w *Watcher) podController() (cache.Controller, *podKeys) {
 }
 
 func (w *Watcher) processPodDelta(keys *podKeys, d cache.Delta) {
+	if n, ok := listMarker(d.Object); ok {
+		if d.Type != cache.Deleted {
+			w.current.listHandled(n)
+		}
+		return
+	}
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(d.Object)
 	if err != nil {
 		w.log.Error("Ignoring a pod without a key", "type", fmt.Sprintf("%T", d.Object), "err", err)

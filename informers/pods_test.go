@@ -25,7 +25,9 @@ func (r *recorder) Deleted(uid types.UID, ref string, final *lifecycle.Pod) {
 func (r *recorder) UserError(uid types.UID, ref string) {
 	r.calls = append(r.calls, "user error "+string(uid)+" "+ref)
 }
-func (r *recorder) Synced(func() map[types.UID]struct{}) { r.calls = append(r.calls, "synced") }
+func (r *recorder) Synced(func() map[types.UID]struct{}, func() bool) {
+	r.calls = append(r.calls, "synced")
+}
 
 func podNamed(name string, uid types.UID) *lifecycle.Pod {
 	return &lifecycle.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: uid}, RuntimeClassName: "kata"}

@@ -129,6 +129,11 @@ type Pipeline struct {
 	// live lists the UIDs of the pods that exist, from the watch; nil until
 	// Synced. Guarded by mu.
 	live func() map[types.UID]struct{}
+	// current reports whether the pod watch is current; nil until Synced.
+	// Guarded by mu, as is timeoutsHeld: the last check found it not
+	// current.
+	current      func() bool
+	timeoutsHeld bool
 	// suspects are the UIDs in the store that the last sweep found no pod
 	// for; guarded by mu.
 	suspects map[types.UID]struct{}
@@ -219,9 +224,9 @@ func (p *Pipeline) Start(ctx context.Context) error {
 // Synced implements informers.Handler: every pod of the first list has been
 // handled, so a record without a live pod now is a pod deleted while podslo
 // was down.
-func (p *Pipeline) Synced(live func() map[types.UID]struct{}) {
+func (p *Pipeline) Synced(live func() map[types.UID]struct{}, current func() bool) {
 	p.mu.Lock()
-	p.live = live
+	p.live, p.current = live, current
 	p.mu.Unlock()
 	gone := p.sweep(true)
 	p.log.Info("Pipeline synced", "podsDeletedWhileDown", gone)
@@ -356,9 +361,25 @@ func (p *Pipeline) sweep(now bool) int {
 
 // CheckTimeouts counts the pods whose sandbox is still not ready past the
 // creation timeout. It runs on a timer because a stuck pod sends no updates.
+// Since it concludes from the absence of an update, it waits while the pod
+// watch is not current (an API server outage, a relist): a sandbox that
+// became ready meanwhile is not seen yet, and a counted timeout cannot be
+// taken back. The pods whose deadline passed meanwhile are judged once the
+// watch is current again.
 func (p *Pipeline) CheckTimeouts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.current != nil && !p.current() {
+		if !p.timeoutsHeld {
+			p.log.Warn("Holding sandbox creation timeouts: the pod watch is not current")
+			p.timeoutsHeld = true
+		}
+		return
+	}
+	if p.timeoutsHeld {
+		p.log.Info("Pod watch current again, checking sandbox creation timeouts")
+		p.timeoutsHeld = false
+	}
 	type pending struct {
 		uid   types.UID
 		state lifecycle.State

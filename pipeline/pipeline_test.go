@@ -213,7 +213,7 @@ func TestAFailedWriteNeverMakesALivePodLookDeleted(t *testing.T) {
 	p.Pod(startedPod("u1", 4))
 	require.Len(t, p.failed, 1)
 
-	p.Synced(liveSet{"u1": {}}.get)
+	p.Synced(liveSet{"u1": {}}.get, func() bool { return true })
 	assert.True(t, p.Ready())
 	_, ok := st.Get("u1")
 	assert.True(t, ok, "the live pod's record stays")
@@ -234,7 +234,7 @@ func TestSyncedForgetsPodsDeletedWhileDown(t *testing.T) {
 	p, st := pipelineOnMemory(t, &fail)
 	require.NoError(t, st.Apply(store.Change{UID: "gone", State: lifecycle.State{Scheduled: 1700000000, FirstSandboxReady: 1700000002}}))
 	p.Pod(startedPod("u1", 2))
-	p.Synced(liveSet{"u1": {}}.get)
+	p.Synced(liveSet{"u1": {}}.get, func() bool { return true })
 	assert.Equal(t, []types.UID{"u1"}, uids(st))
 	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
 }
@@ -401,4 +401,53 @@ func TestFailedWritesKeepTheFirstDeletionRequest(t *testing.T) {
 	assert.Equal(t, 4.0, sum, "from the request at 60 to the sandbox down at 64")
 	assert.Zero(t, skipped(st, "termination", "terminated_before_delete"))
 	assert.Zero(t, skipped(st, "termination", "vanished"))
+}
+
+// TestTimeoutsWaitForACurrentWatch: while the watch is not current (an API
+// server outage), a pod past its creation timeout is not counted, since its
+// sandbox may have become ready unseen; once current again, the update that
+// came meanwhile decides: a sandbox ready in time is a creation, not a
+// timeout.
+func TestTimeoutsWaitForACurrentWatch(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	// Scheduled at 1700000000 with no sandbox; now is 100s later, past a
+	// 60s timeout.
+	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
+	stuck := startedPod("u1", 0)
+	stuck.Conditions = stuck.Conditions[:1]
+	require.NoError(t, p.Handle(stuck))
+	current := false
+	p.Synced(liveSet{"u1": {}}.get, func() bool { return current })
+	timeouts := func() float64 {
+		var v float64
+		st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
+			if family == "sandbox_creation_timeouts" {
+				v += a.Value
+			}
+		})
+		return v
+	}
+
+	p.CheckTimeouts()
+	assert.Zero(t, timeouts(), "a timeout counted while the watch was not current")
+	// The relist brings the sandbox, ready 30s after scheduling.
+	require.NoError(t, p.Handle(startedPod("u1", 30)))
+	current = true
+	p.CheckTimeouts()
+	assert.Zero(t, timeouts(), "the sandbox was ready within the timeout")
+	count, sum := creations(st)
+	assert.Equal(t, uint64(1), count)
+	assert.Equal(t, 30.0, sum)
+
+	// A pod still stuck when the watch is current again times out then.
+	stuck2 := startedPod("u2", 0)
+	stuck2.Conditions = stuck2.Conditions[:1]
+	require.NoError(t, p.Handle(stuck2))
+	current = false
+	p.CheckTimeouts()
+	assert.Zero(t, timeouts())
+	current = true
+	p.CheckTimeouts()
+	assert.Equal(t, 1.0, timeouts())
 }
