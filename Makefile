@@ -211,8 +211,8 @@ chaos: build testbin kwokbin
 ## `make test` (docs/reliability.md says why).
 chaos-short: build testbin kwokbin
 	cd hack/chaos && $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
-		--churn 285s --kills 4 --max-down 10s --outage 15s --compactions 1 --disk-full 10s \
-		--sandbox-timeout 45s --min-life 20s --settle-timeout 5m \
+		--churn 315s --kills 4 --max-down 10s --outage 15s --compactions 1 --disk-full 10s \
+		--sandbox-timeout 75s --min-life 20s --settle-timeout 5m \
 		--out results/short.json --markdown results/short.md $(CHAOS_FLAGS)
 
 # kube-state-metrics is built from its module on the Go module proxy, in the

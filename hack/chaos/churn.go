@@ -60,6 +60,7 @@ type driver struct {
 	mu        sync.Mutex
 	rng       *rand.Rand
 	slots     []*slot
+	spare     []*slot
 	userError map[types.UID]bool
 	stats     driverStats
 	churning  bool
@@ -74,7 +75,48 @@ func newDriver(o *Options, c *client, rec *recorder, log *slog.Logger, seed int6
 	for i := range o.Pods {
 		d.slots = append(d.slots, &slot{idx: i})
 	}
+	if o.Outage > 0 {
+		// Spare names for the stuck pods made just before the outage.
+		for i := range replacedDuringOutage(o) / 2 {
+			s := &slot{idx: o.Pods + i}
+			d.slots = append(d.slots, s)
+			d.spare = append(d.spare, s)
+		}
+	}
 	return d
+}
+
+// replacedDuringOutage is how many pods are replaced under their names
+// while the exporter's watch is down.
+func replacedDuringOutage(o *Options) int { return max(2, min(20, o.Pods/20)) }
+
+// createStuck creates a stuck pod (half of them user errors) in each spare
+// slot and waits until they are all created: fresh pods whose timeout
+// falls after the outage.
+func (d *driver) createStuck(ctx context.Context) {
+	d.mu.Lock()
+	for i, s := range d.spare {
+		if s.uid != "" || s.creating {
+			continue
+		}
+		k := podKind{RuntimeClass: []string{"runc", "kata", ""}[i%3], Stuck: true, UserError: i%2 == 1}
+		d.createKind(s, k, time.Now())
+		// Never deleted by the churn: the outage replaces them.
+		s.deleteAt = time.Time{}
+	}
+	d.mu.Unlock()
+	for ctx.Err() == nil {
+		d.mu.Lock()
+		done := true
+		for _, s := range d.spare {
+			done = done && !s.creating
+		}
+		d.mu.Unlock()
+		if done {
+			return
+		}
+		_ = sleepUntil(ctx, time.Now().Add(100*time.Millisecond))
+	}
 }
 
 // workers runs the API calls; they end when ctx ends.
@@ -119,9 +161,11 @@ func (d *driver) drawKind(now time.Time) podKind {
 	return k
 }
 
-// create starts creating the pod of slot s; d.mu is held.
-func (d *driver) create(s *slot, now time.Time) {
-	k := d.drawKind(now)
+// create starts creating a new pod of a drawn kind in slot s; d.mu is held.
+func (d *driver) create(s *slot, now time.Time) { d.createKind(s, d.drawKind(now), now) }
+
+// createKind starts creating the pod of slot s; d.mu is held.
+func (d *driver) createKind(s *slot, k podKind, now time.Time) {
 	s.creating, s.kind, s.recreateAt = true, k, time.Time{}
 	if !s.created.IsZero() {
 		d.stats.SameNameAgain++
@@ -139,7 +183,8 @@ func (d *driver) create(s *slot, now time.Time) {
 		s.deleteAt = time.Time{}
 	}
 	pod := newPod(s.idx, k, d.o.MinLife)
-	node := nodeName(s.idx / d.o.PodsPerNode)
+	nodes := (d.o.Pods + d.o.PodsPerNode - 1) / d.o.PodsPerNode
+	node := nodeName(s.idx / d.o.PodsPerNode % nodes)
 	d.jobs <- func(ctx context.Context) {
 		uid, err := d.c.createPod(ctx, pod, node, k.UserError)
 		d.mu.Lock()

@@ -176,6 +176,11 @@ func (f *faults) run(ctx context.Context) error {
 				return err
 			}
 			f.setPausing(true)
+			if p.Kind == faultOutage {
+				// Fresh stuck pods, for the exporter to know before its
+				// watch breaks; the outage replaces them.
+				f.d.createStuck(ctx)
+			}
 		}
 		if err := sleepUntil(ctx, p.At); err != nil {
 			return err
@@ -265,7 +270,7 @@ func (f *faults) outage(ctx context.Context) error {
 	}
 	rec.APIReady = time.Now()
 	f.log.Info("kube-apiserver is back", "after", rec.APIReady.Sub(rec.Stop).Round(time.Millisecond))
-	replaced := f.d.forceReplace(ctx, max(2, min(20, f.o.Pods/20)))
+	replaced := f.d.forceReplace(ctx, replacedDuringOutage(f.o))
 	rec.StaleWatch = f.c.watchFrom(ctx, lastRV)
 	f.mu.Lock()
 	f.Replaced += len(replaced)

@@ -31,13 +31,13 @@ type Options struct {
 	// PodsPerNode sets the number of kwok nodes. Default 100.
 	PodsPerNode int
 	// CreateRate bounds pod creations per second while the cluster grows
-	// to Pods. Default 30.
+	// to Pods. Default 40.
 	CreateRate float64
 	// ChurnRate is the pods deleted, and as many created, per second during
 	// the churn. Default 3.
 	ChurnRate float64
 	// Churn is how long the pods churn; every fault happens within it.
-	// Default 17m.
+	// Default 18m.
 	Churn time.Duration
 	// Kills is the number of times the exporter is SIGKILLed. Default 20.
 	Kills int
@@ -58,7 +58,8 @@ type Options struct {
 	DiskFull time.Duration
 	// StateFSMiB is the size of the exporter's state filesystem. Default 256.
 	StateFSMiB int
-	// SandboxTimeout is the exporter's --sandbox-creation-timeout. Default 90s.
+	// SandboxTimeout is the exporter's --sandbox-creation-timeout; at least
+	// Outage + 1m. Default 2m30s.
 	SandboxTimeout time.Duration
 	// MinLife is the shortest time any state the SLIs read stays on a pod:
 	// the sandbox crash comes this long after Ready, and a pod is deleted
@@ -90,16 +91,16 @@ func parseOptions(args []string) (*Options, error) {
 	fs.BoolVar(&o.Keep, "keep", false, "keep the workdir (logs) after the run")
 	fs.IntVar(&o.Pods, "pods", 10000, "pods kept alive during the churn")
 	fs.IntVar(&o.PodsPerNode, "pods-per-node", 100, "one kwok node per this many pods")
-	fs.Float64Var(&o.CreateRate, "create-rate", 30, "pod creations per second while growing to --pods")
+	fs.Float64Var(&o.CreateRate, "create-rate", 40, "pod creations per second while growing to --pods")
 	fs.Float64Var(&o.ChurnRate, "churn-rate", 3, "pods deleted (and created) per second during the churn")
-	fs.DurationVar(&o.Churn, "churn", 17*time.Minute, "how long the pods churn; the faults happen within")
+	fs.DurationVar(&o.Churn, "churn", 18*time.Minute, "how long the pods churn; the faults happen within")
 	fs.IntVar(&o.Kills, "kills", 20, "exporter SIGKILLs")
 	fs.DurationVar(&o.MaxDown, "max-down", 12*time.Second, "longest down time after a kill")
 	fs.DurationVar(&o.Outage, "outage", time.Minute, "kube-apiserver stopped this long, once (0: never)")
 	fs.IntVar(&o.Compactions, "compactions", 2, "etcd compactions (the first during the outage)")
 	fs.DurationVar(&o.DiskFull, "disk-full", 30*time.Second, "the state filesystem stays full this long, once (0: never)")
 	fs.IntVar(&o.StateFSMiB, "state-fs-mib", 256, "size of the exporter's state filesystem")
-	fs.DurationVar(&o.SandboxTimeout, "sandbox-timeout", 90*time.Second, "the exporter's --sandbox-creation-timeout")
+	fs.DurationVar(&o.SandboxTimeout, "sandbox-timeout", 150*time.Second, "the exporter's --sandbox-creation-timeout")
 	fs.DurationVar(&o.MinLife, "min-life", 40*time.Second, "shortest life of any pod state the SLIs read")
 	fs.Int64Var(&o.Seed, "seed", 0, "random seed (0: pick one)")
 	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
@@ -154,6 +155,12 @@ func (o *Options) Validate() error {
 		return errors.New("--min-life must be at least 10s")
 	case o.MinLife <= o.MaxDown+5*time.Second:
 		return fmt.Errorf("--min-life (%s) must exceed --max-down (%s) by more than 5s, the restart", o.MinLife, o.MaxDown)
+	case o.Outage > 0 && o.SandboxTimeout < o.Outage+time.Minute:
+		// The stuck pods made just before the outage and replaced after it
+		// must time out only once the exporter watches again (about 20 to
+		// 55 s after the API server returns), or their phantom timeouts
+		// could not be told from the exporter's blindness.
+		return fmt.Errorf("--sandbox-timeout (%s) must exceed --outage (%s) by at least 1m", o.SandboxTimeout, o.Outage)
 	case o.StateFSMiB < 32:
 		return errors.New("--state-fs-mib must be at least 32")
 	case os.Geteuid() != 0:
