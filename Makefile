@@ -195,6 +195,18 @@ bench-scale: build testbin kwokbin $(KSMBIN)
 	cd hack/scale && $(GO) run . --ksm $(KSMBIN) $(SCALE_FLAGS)
 	cd hack/scale && $(GO) run ./plot --in results/results.json --out ../../docs/img
 
+## bench-memlimit: issue 12's "memory under a limit" (docs/benchmarks.md):
+## hack/scale with podslo alone (no kube-state-metrics) at 100k pods, each
+## podslo in a memory cgroup limited to MEMLIMIT with GOMEMLIMIT at 90% of
+## it, as the chart sets them, then SIGKILLed and restarted on its state.
+## Fails if a podslo is OOM-killed or exits. Needs root and cgroup memory.
+## Writes hack/scale/results/memlimit.{json,md}; SCALE_FLAGS passes flags.
+MEMLIMIT ?= 512Mi
+.PHONY: bench-memlimit
+bench-memlimit: build testbin kwokbin
+	cd hack/scale && $(GO) run . --ksm "" --podslo-memory-limit $(MEMLIMIT) --restart --sizes 100000 \
+		--out results/memlimit.json --markdown results/memlimit.md $(SCALE_FLAGS)
+
 ## chaos: the chaos run of docs/reliability.md (hack/chaos): 10k pods
 ## churning on a kwok cluster while the exporter is SIGKILLed 20 times,
 ## kube-apiserver stops for 60 s, etcd is compacted and the state

@@ -29,9 +29,28 @@ type process struct {
 	Name     string
 	URL      string // http://127.0.0.1:port
 	StateDir string // podslo only
-	cmd      *exec.Cmd
-	done     chan struct{}
-	log      *slog.Logger
+	bin      string
+	args     []string
+	logPath  string
+	// limit, when set, runs the process in a memory cgroup of its own
+	// with that hard limit and GOMEMLIMIT, as the chart runs the exporter.
+	limit *memoryLimit
+	ctl   memoryController
+	memcg *memCgroup
+	// starts counts the starts, for the cgroup's name.
+	starts int
+	cmd    *exec.Cmd
+	done   chan struct{}
+	// waitErr is cmd.Wait's error, read once done is closed.
+	waitErr error
+	// stopping is set before the harness itself ends the process, so that
+	// its exit is not reported as a failure.
+	stopping bool
+	// exitReported and oomReported keep failure from reporting the same
+	// exit or OOM kills twice.
+	exitReported bool
+	oomReported  int64
+	log          *slog.Logger
 }
 
 func freePort() (int, error) {
@@ -43,9 +62,86 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// startExporters starts podslo with and without per-pod series and
-// kube-state-metrics with its pods collector only, all against kubeconfig.
-// stop must be called on every returned process, also on error.
+// workingSetPeriod is how often a podslo's cgroup is sampled for its
+// working set: the peak working set is the largest sample, so a spike
+// shorter than this may be missed (the cgroup's own peak usage is not).
+const workingSetPeriod = 250 * time.Millisecond
+
+// start starts the process; with a memory limit, in a new memory cgroup
+// that it is in from its first instruction.
+func (p *process) start() error {
+	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	p.starts++
+	var cmd *exec.Cmd
+	// Its own process group, so that a Ctrl-C reaches the benchmark only
+	// and the exporters are stopped in order; killed with the benchmark if
+	// it dies.
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if p.limit == nil {
+		cmd = exec.Command(p.bin, p.args...)
+	} else {
+		name := fmt.Sprintf("%s%d-%s-%d", cgroupPrefix, os.Getpid(), filepath.Base(strings.TrimSuffix(p.logPath, ".log")), p.starts)
+		if p.memcg, err = newMemCgroup(p.ctl, name, *p.limit); err != nil {
+			logf.Close()
+			return fmt.Errorf("%s: %w", p.Name, err)
+		}
+		switch p.ctl.Version {
+		case cgroupV1:
+			// v1 cannot start a process in a group: a shell moves itself
+			// in, then execs podslo under the same pid, so that nothing
+			// podslo allocates is charged elsewhere.
+			cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$1" || exit 125; shift; exec "$@"`,
+				"sh", filepath.Join(p.memcg.Path, "cgroup.procs"), p.bin}, p.args...)...)
+		case cgroupV2:
+			dir, err := os.Open(p.memcg.Path)
+			if err != nil {
+				logf.Close()
+				return errors.Join(err, p.memcg.remove())
+			}
+			defer dir.Close()
+			cmd = exec.Command(p.bin, p.args...)
+			attr.UseCgroupFD, attr.CgroupFD = true, int(dir.Fd())
+		}
+		// GOMEMLIMIT as the chart sets it: 90% of limits.memory, in
+		// bytes (podslo.gomemlimit in charts/podslo/templates/_helpers.tpl).
+		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+strconv.FormatInt(p.limit.GOMEMLIMIT, 10))
+	}
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = attr
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		err = fmt.Errorf("start %s: %w", p.Name, err)
+		if p.memcg != nil {
+			err = errors.Join(err, p.memcg.remove())
+		}
+		return err
+	}
+	p.cmd, p.done, p.stopping, p.exitReported = cmd, make(chan struct{}), false, false
+	done := p.done
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		p.waitErr = err
+		close(done)
+	}()
+	if p.memcg != nil {
+		p.oomReported = 0
+		p.memcg.startSampling(workingSetPeriod)
+		p.log.Info("Started exporter", "name", p.Name, "pid", cmd.Process.Pid, "url", p.URL,
+			"cgroup", p.memcg.Path, "limit", p.limit.Quantity, "GOMEMLIMIT", p.limit.GOMEMLIMIT)
+	} else {
+		p.log.Info("Started exporter", "name", p.Name, "pid", cmd.Process.Pid, "url", p.URL)
+	}
+	return nil
+}
+
+// startExporters starts podslo with and without per-pod series and, unless
+// o.KSM is empty, kube-state-metrics with its pods collector only, all
+// against kubeconfig. stop must be called on every returned process, also
+// on error.
 func startExporters(o *Options, kubeconfig string, log *slog.Logger) ([]*process, error) {
 	// podslo runs from a copy under another name: on a shared machine, a
 	// broad `pkill podslo` meant for someone else's exporters stopped both
@@ -54,34 +150,30 @@ func startExporters(o *Options, kubeconfig string, log *slog.Logger) ([]*process
 	if err := copyFile(o.Podslo, bin); err != nil {
 		return nil, err
 	}
+	var ctl memoryController
+	if o.memoryLimit != nil {
+		var err error
+		if ctl, err = detectMemoryController(); err != nil {
+			return nil, fmt.Errorf("--podslo-memory-limit: %w", err)
+		}
+		if err := removeStaleCgroups(ctl); err != nil {
+			log.Warn("Stale memory cgroups left", "err", err)
+		}
+		log.Info("Memory cgroups", "version", int(ctl.Version), "root", ctl.Root)
+	}
 	var procs []*process
-	start := func(name, logName string, args func(port int) []string, bin, stateDir string) error {
+	add := func(p *process, args func(port int) []string) error {
 		port, err := freePort()
 		if err != nil {
 			return err
 		}
-		logf, err := os.Create(filepath.Join(o.Workdir, logName+".log"))
-		if err != nil {
+		p.URL = fmt.Sprintf("http://127.0.0.1:%d", port)
+		p.args = args(port)
+		p.log = log
+		if err := p.start(); err != nil {
 			return err
 		}
-		cmd := exec.Command(bin, args(port)...)
-		cmd.Stdout, cmd.Stderr = logf, logf
-		// Its own process group, so that a Ctrl-C reaches the benchmark
-		// only and the exporters are stopped in order; killed with the
-		// benchmark if it dies.
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		if err := cmd.Start(); err != nil {
-			logf.Close()
-			return fmt.Errorf("start %s: %w", name, err)
-		}
-		p := &process{Name: name, URL: fmt.Sprintf("http://127.0.0.1:%d", port), StateDir: stateDir, cmd: cmd, done: make(chan struct{}), log: log}
-		go func() {
-			_ = cmd.Wait()
-			logf.Close()
-			close(p.done)
-		}()
 		procs = append(procs, p)
-		log.Info("Started exporter", "name", name, "pid", cmd.Process.Pid, "url", p.URL)
 		return nil
 	}
 	for _, perPod := range []bool{true, false} {
@@ -89,25 +181,29 @@ func startExporters(o *Options, kubeconfig string, log *slog.Logger) ([]*process
 		if !perPod {
 			name, logName, dir = podsloOff, "podslo-off", filepath.Join(o.Workdir, "state-off")
 		}
-		err := start(name, logName, func(port int) []string {
+		p := &process{Name: name, StateDir: dir, bin: bin, logPath: filepath.Join(o.Workdir, logName+".log"), limit: o.memoryLimit, ctl: ctl}
+		err := add(p, func(port int) []string {
 			return []string{"exporter", "--kubeconfig", kubeconfig, "--state-dir", dir,
 				"--listen-address", fmt.Sprintf("127.0.0.1:%d", port),
 				"--per-pod-metrics=" + strconv.FormatBool(perPod)}
-		}, bin, dir)
+		})
 		if err != nil {
 			return procs, err
 		}
+	}
+	if o.KSM == "" {
+		return procs, nil
 	}
 	telemetry, err := freePort()
 	if err != nil {
 		return procs, err
 	}
-	err = start(ksm, "kube-state-metrics", func(port int) []string {
+	p := &process{Name: ksm, bin: o.KSM, logPath: filepath.Join(o.Workdir, "kube-state-metrics.log")}
+	return procs, add(p, func(port int) []string {
 		return []string{"--resources=pods", "--kubeconfig", kubeconfig,
 			"--host", "127.0.0.1", "--port", strconv.Itoa(port),
 			"--telemetry-host", "127.0.0.1", "--telemetry-port", strconv.Itoa(telemetry)}
-	}, o.KSM, "")
-	return procs, err
+	})
 }
 
 // waitReady polls podslo's /readyz (informers synced) or
@@ -124,7 +220,7 @@ func (p *process) waitReady(ctx context.Context) error {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				return nil
+				return p.inCgroup()
 			}
 		}
 		select {
@@ -143,21 +239,86 @@ func (p *process) waitReady(ctx context.Context) error {
 	}
 }
 
-// stop sends SIGTERM, then SIGKILL after 15 s.
-func (p *process) stop() {
+// inCgroup checks that a process with a memory limit runs in its cgroup:
+// the limit measured is the one it ran under.
+func (p *process) inCgroup() error {
+	if p.memcg == nil {
+		return nil
+	}
+	ok, err := p.memcg.contains(p.cmd.Process.Pid)
+	if err != nil {
+		return fmt.Errorf("%s: %w", p.Name, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s (pid %d) is not in its memory cgroup %s", p.Name, p.cmd.Process.Pid, p.memcg.Path)
+	}
+	return nil
+}
+
+// stop sends SIGTERM, then SIGKILL after 15 s, and removes the process's
+// memory cgroup. It returns what failure reports, read before the cgroup
+// goes: an exit the harness did not cause, OOM kills.
+func (p *process) stop() error {
+	failed := p.failure()
+	select {
+	case <-p.done:
+	default:
+		p.stopping = true
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			p.log.Warn("Exporter ignored SIGTERM, killing it", "name", p.Name)
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+	// OOM kills while it shut down count too.
+	failed = errors.Join(failed, p.failure())
+	if p.memcg != nil {
+		failed = errors.Join(failed, p.memcg.remove())
+		p.memcg = nil
+	}
+	return failed
+}
+
+// kill SIGKILLs the process, as a node or the OOM killer would, and waits
+// for it to exit; its cgroup stays, for its figures, until start or stop.
+func (p *process) kill() {
 	select {
 	case <-p.done:
 		return
 	default:
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	p.stopping = true
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// failure reports, once each, an exit that the harness did not cause and
+// OOM kills in the process's memory cgroup.
+func (p *process) failure() error {
+	var errs []error
 	select {
 	case <-p.done:
-	case <-time.After(15 * time.Second):
-		p.log.Warn("Exporter ignored SIGTERM, killing it", "name", p.Name)
-		_ = p.cmd.Process.Kill()
-		<-p.done
+		if !p.stopping && !p.exitReported {
+			p.exitReported = true
+			errs = append(errs, fmt.Errorf("%s (pid %d) exited while being measured: %v; its log is %s (keep it with --keep)",
+				p.Name, p.cmd.Process.Pid, p.waitErr, p.logPath))
+		}
+	default:
 	}
+	if p.memcg != nil {
+		n, err := p.memcg.oomKills()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", p.Name, err))
+		} else if n > p.oomReported {
+			errs = append(errs, fmt.Errorf("%s was OOM-killed: oom_kill %d in %s (limit %s, GOMEMLIMIT %d)",
+				p.Name, n, p.memcg.Path, p.limit.Quantity, p.limit.GOMEMLIMIT))
+			p.oomReported = n
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // cpuSeconds is utime + stime from /proc/<pid>/stat.

@@ -7,6 +7,10 @@
 // on kwok") explains every figure.
 //
 //	go run . --podslo ../../bin/podslo --ksm ~/.cache/podslo/ksm-v2.20.0/kube-state-metrics
+//
+// With --podslo-memory-limit each podslo runs in a memory cgroup under that
+// limit with the chart's GOMEMLIMIT, and OOM kills fail the run; --ksm ""
+// leaves kube-state-metrics out (`make bench-memlimit`).
 package main
 
 import (

@@ -74,8 +74,10 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 
 	procs, err := startExporters(o, c.Kubeconfig, log)
 	defer func() {
+		// An exporter that exited or was OOM-killed fails the run, also
+		// when everything was measured.
 		for _, p := range slices.Backward(procs) {
-			p.stop()
+			err = errors.Join(err, p.stop())
 		}
 	}()
 	if err != nil {
@@ -88,7 +90,12 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	}
 	b := &bench{o: o, w: w, procs: procs, log: log}
 	for _, size := range o.Sizes {
-		sr, err := b.measure(ctx, size)
+		sr, err := b.measure(ctx, size, size == o.Sizes[len(o.Sizes)-1])
+		// An exporter that died is the likely cause of an error, and must
+		// not go on to the next size.
+		for _, p := range procs {
+			err = errors.Join(err, p.failure())
+		}
 		if sr != nil {
 			res.Sizes = append(res.Sizes, *sr)
 		}
@@ -117,16 +124,18 @@ type bench struct {
 	probesStarted int
 }
 
+// proc is the exporter named name, nil if it does not run (kube-state-
+// metrics with --ksm "").
 func (b *bench) proc(name string) *process {
 	for _, p := range b.procs {
 		if p.Name == name {
 			return p
 		}
 	}
-	panic("no exporter " + name)
+	return nil
 }
 
-func (b *bench) measure(ctx context.Context, size int) (*SizeResult, error) {
+func (b *bench) measure(ctx context.Context, size int, last bool) (*SizeResult, error) {
 	nodes := (size + b.o.PodsPerNode - 1) / b.o.PodsPerNode
 	sr := &SizeResult{Pods: size, Nodes: nodes, LoadAvgStart: loadAvg()}
 	log := b.log.With("pods", size)
@@ -169,6 +178,14 @@ func (b *bench) measure(ctx context.Context, size int) (*SizeResult, error) {
 		sr.Exporters = append(sr.Exporters, r)
 		if r.RSSSettledBytes, _, err = p.memory(); err != nil {
 			return sr, err
+		}
+		if p.memcg != nil {
+			if r.Memcg, err = p.memcg.result(); err != nil {
+				return sr, err
+			}
+			if r.Memcg.WorkingSetSettledBytes, err = p.memcg.workingSet(); err != nil {
+				return sr, err
+			}
 		}
 		if p.StateDir != "" {
 			if r.StateDirBytes, r.StateDirDiskBytes, err = diskUsage(p.StateDir); err != nil {
@@ -216,6 +233,18 @@ func (b *bench) measure(ctx context.Context, size int) (*SizeResult, error) {
 		if r.RSSAfterScrapesBytes, r.PeakRSSBytes, err = p.memory(); err != nil {
 			return sr, err
 		}
+		if p.memcg != nil {
+			// The figures since start, now; the settled working set
+			// as read then.
+			settled := r.Memcg.WorkingSetSettledBytes
+			if r.Memcg, err = p.memcg.result(); err != nil {
+				return sr, err
+			}
+			r.Memcg.WorkingSetSettledBytes = settled
+			if r.Memcg.WorkingSetAfterScrapesBytes, err = p.memcg.workingSet(); err != nil {
+				return sr, err
+			}
+		}
 	}
 
 	for _, m := range methods {
@@ -226,8 +255,78 @@ func (b *bench) measure(ctx context.Context, size int) (*SizeResult, error) {
 		sr.Delays = append(sr.Delays, d)
 		log.Info("Status change to metric", "method", m.Observable, "p50", d.P50, "p99", d.P99, "missed", d.Missed)
 	}
+	if last && b.o.Restart {
+		for _, name := range []string{podsloOn, podsloOff} {
+			rs, err := b.restart(ctx, b.proc(name), log)
+			if err != nil {
+				return sr, fmt.Errorf("restart %s: %w", name, err)
+			}
+			sr.Restarts = append(sr.Restarts, rs)
+		}
+	}
 	sr.LoadAvgEnd = loadAvg()
 	return sr, nil
+}
+
+// restart SIGKILLs p, as a node failure or the OOM killer would, and starts
+// it again on the same state dir (in a new memory cgroup, as a restarted
+// container gets one), then times it until /readyz and until /metrics
+// shows every Ready pod, and reads its memory then and once quiet. The
+// other exporters keep running.
+func (b *bench) restart(ctx context.Context, p *process, log *slog.Logger) (RestartResult, error) {
+	r := RestartResult{Name: p.Name}
+	p.kill()
+	// OOM kills before the SIGKILL are the run's failure, not the
+	// restart's.
+	if err := p.failure(); err != nil {
+		return r, err
+	}
+	if p.memcg != nil {
+		if err := p.memcg.remove(); err != nil {
+			return r, err
+		}
+		p.memcg = nil
+	}
+	t0 := time.Now()
+	if err := p.start(); err != nil {
+		return r, err
+	}
+	if err := p.waitReady(ctx); err != nil {
+		return r, err
+	}
+	r.ReadySeconds = time.Since(t0).Seconds()
+	if _, err := b.exposition(ctx, p, b.w.pods+b.probesStarted); err != nil {
+		return r, err
+	}
+	r.CompleteSeconds = time.Since(t0).Seconds()
+	var err error
+	if r.RSSCompleteBytes, _, err = p.memory(); err != nil {
+		return r, err
+	}
+	var complete int64
+	if p.memcg != nil {
+		if complete, err = p.memcg.workingSet(); err != nil {
+			return r, err
+		}
+	}
+	if _, err := b.quiet(ctx, []*process{p}); err != nil {
+		return r, err
+	}
+	if r.RSSQuietBytes, r.PeakRSSBytes, err = p.memory(); err != nil {
+		return r, err
+	}
+	if p.memcg != nil {
+		if r.Memcg, err = p.memcg.result(); err != nil {
+			return r, err
+		}
+		r.Memcg.WorkingSetSettledBytes = complete
+		if r.Memcg.WorkingSetAfterScrapesBytes, err = p.memcg.workingSet(); err != nil {
+			return r, err
+		}
+	}
+	log.Info("Restarted", "exporter", p.Name, "readySeconds", r.ReadySeconds, "completeSeconds", r.CompleteSeconds,
+		"rssComplete", r.RSSCompleteBytes, "rssQuiet", r.RSSQuietBytes, "peakRSS", r.PeakRSSBytes)
+	return r, nil
 }
 
 // settle waits until podslo without per-pod series has observed every
@@ -461,7 +560,7 @@ func (b *bench) methods() []method {
 		}
 	}
 	none := func(context.Context) (float64, error) { return 0, nil }
-	return []method{
+	methods := []method{
 		{
 			key: "on", exporter: podsloOn, before: none,
 			Observable: "podslo_pod_sandbox_creation_seconds{uid} appears on /metrics",
@@ -497,17 +596,20 @@ func (b *bench) methods() []method {
 				})
 			},
 		},
-		{
-			key: "ksm", exporter: ksm, before: none,
-			Observable: `kube_pod_status_ready{pod,condition="true"} is 1 on /metrics`,
-			poll: func(ctx context.Context, name string, _ types.UID, _ float64) (time.Time, error) {
-				want := []byte(`pod="` + name + `"`)
-				return scan(ctx, k.URL, func(line []byte) bool {
-					return bytes.HasPrefix(line, ksmReady) && bytes.HasSuffix(line, ksmTrue) && bytes.Contains(line, want)
-				})
-			},
-		},
 	}
+	if k == nil {
+		return methods
+	}
+	return append(methods, method{
+		key: "ksm", exporter: ksm, before: none,
+		Observable: `kube_pod_status_ready{pod,condition="true"} is 1 on /metrics`,
+		poll: func(ctx context.Context, name string, _ types.UID, _ float64) (time.Time, error) {
+			want := []byte(`pod="` + name + `"`)
+			return scan(ctx, k.URL, func(line []byte) bool {
+				return bytes.HasPrefix(line, ksmReady) && bytes.HasSuffix(line, ksmTrue) && bytes.Contains(line, want)
+			})
+		},
+	})
 }
 
 // delays times Probes status changes as m sees them, one at a time: from

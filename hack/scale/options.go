@@ -19,7 +19,9 @@ type Options struct {
 	Repo string
 	// Podslo is the podslo binary. Default "<Repo>/bin/podslo".
 	Podslo string
-	// KSM is the kube-state-metrics binary. Required.
+	// KSM is the kube-state-metrics binary. Required; given as empty
+	// (--ksm ""), the run measures podslo alone, which costs much less
+	// at 100k pods, and the tables have no ratios.
 	KSM string
 	// Testbin holds etcd, kube-apiserver, kube-controller-manager and
 	// kube-scheduler; Kwokbin holds kwok and kwokctl. Defaults:
@@ -53,6 +55,17 @@ type Options struct {
 	// SettleTimeout bounds the wait for the pods to become ready and the
 	// exporters to go quiet at each size. Default 30m.
 	SettleTimeout time.Duration
+	// PodsloMemoryLimit, a memory quantity as the chart takes it (512Mi),
+	// runs each podslo process in a memory cgroup of its own with that
+	// hard limit and GOMEMLIMIT at 90% of it, as the chart sets them, and
+	// records OOM kills, peak usage and working set. Default: none, no
+	// cgroup and the inherited environment.
+	PodsloMemoryLimit string
+	memoryLimit       *memoryLimit
+	// Restart, at the largest size, SIGKILLs each podslo and starts it
+	// again on the same state, and measures it until its /metrics is
+	// complete and it is quiet. Default false.
+	Restart bool
 	// Out is the JSON results file; Markdown the table. Defaults
 	// "results/results.json" and "results/results.md".
 	Out, Markdown string
@@ -63,7 +76,7 @@ func parseOptions(args []string) (*Options, error) {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.StringVar(&o.Repo, "repo", "../..", "podslo repository root")
 	fs.StringVar(&o.Podslo, "podslo", "", "podslo binary (default <repo>/bin/podslo)")
-	fs.StringVar(&o.KSM, "ksm", "", "kube-state-metrics binary (required)")
+	fs.StringVar(&o.KSM, "ksm", "", `kube-state-metrics binary (required; --ksm "" measures podslo alone)`)
 	fs.StringVar(&o.Testbin, "testbin", os.Getenv("PODSLO_TESTBIN"), "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler")
 	fs.StringVar(&o.Kwokbin, "kwokbin", os.Getenv("PODSLO_KWOKBIN"), "directory of kwok and kwokctl")
 	fs.StringVar(&o.Workdir, "workdir", "", "cluster, state and logs (default: a new temporary directory)")
@@ -77,10 +90,17 @@ func parseOptions(args []string) (*Options, error) {
 	fs.IntVar(&o.Probes, "probes", 20, "timed status changes per exporter and size")
 	fs.IntVar(&o.Updates, "updates", 10000, "pods patched to measure CPU per update")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 30*time.Minute, "wait at most this long for pods and exporters to settle at each size")
+	fs.StringVar(&o.PodsloMemoryLimit, "podslo-memory-limit", "", "run each podslo in a memory cgroup with this limit (a quantity such as 512Mi) and GOMEMLIMIT at 90% of it, as the chart does (default: no limit)")
+	fs.BoolVar(&o.Restart, "restart", false, "at the largest size, SIGKILL each podslo and restart it on the same state")
 	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
 	fs.StringVar(&o.Markdown, "markdown", "results/results.md", "markdown table of the results")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	ksmGiven := false
+	fs.Visit(func(f *flag.Flag) { ksmGiven = ksmGiven || f.Name == "ksm" })
+	if !ksmGiven {
+		return nil, errors.New(`--ksm is required: the kube-state-metrics binary, or --ksm "" to measure podslo alone`)
 	}
 	o.QPS = float32(*qps)
 	for _, s := range strings.Split(*sizes, ",") {
@@ -93,17 +113,28 @@ func parseOptions(args []string) (*Options, error) {
 	if o.Podslo == "" {
 		o.Podslo = filepath.Join(o.Repo, "bin", "podslo")
 	}
+	if o.PodsloMemoryLimit != "" {
+		l, err := parseMemoryLimit(o.PodsloMemoryLimit)
+		if err != nil {
+			return nil, fmt.Errorf("--podslo-memory-limit: %w", err)
+		}
+		o.memoryLimit = &l
+	}
 	return o, nil
 }
 
 // Validate reports the first option that cannot work.
 func (o *Options) Validate() error {
-	for _, f := range []struct{ flag, path string }{
-		{"--podslo", o.Podslo}, {"--ksm", o.KSM},
+	paths := []struct{ flag, path string }{
+		{"--podslo", o.Podslo},
 		{"--testbin", filepath.Join(o.Testbin, "kube-apiserver")},
 		{"--kwokbin", filepath.Join(o.Kwokbin, "kwokctl")},
 		{"--repo", filepath.Join(o.Repo, "deploy", "kwok", "pod-stages.yaml")},
-	} {
+	}
+	if o.KSM != "" {
+		paths = append(paths, struct{ flag, path string }{"--ksm", o.KSM})
+	}
+	for _, f := range paths {
 		if f.path == "" {
 			return fmt.Errorf("%s is required", f.flag)
 		}

@@ -53,20 +53,67 @@ type SizeResult struct {
 	} `json:"growth"`
 	Exporters []*ExporterResult `json:"exporters"`
 	Delays    []DelayResult     `json:"delays"`
+	// Restarts, with --restart, at the largest size only.
+	Restarts []RestartResult `json:"restarts,omitempty"`
 }
 
 type ExporterResult struct {
-	Name                 string    `json:"name"`
-	RSSSettledBytes      int64     `json:"rssSettledBytes"`      // VmRSS once every pod is Ready and the exporter quiet
-	RSSAfterScrapesBytes int64     `json:"rssAfterScrapesBytes"` // VmRSS after the timed scrapes
-	PeakRSSBytes         int64     `json:"peakRSSBytes"`         // VmHWM: the peak since start, growth included
-	StateDirBytes        int64     `json:"stateDirBytes,omitempty"`
-	StateDirDiskBytes    int64     `json:"stateDirDiskBytes,omitempty"`
-	Series               int       `json:"series"`
-	CPU                  CPUResult `json:"cpu"`
-	Scrapes              []scrape  `json:"scrapes"`
-	ScrapeP50            seconds   `json:"scrapeP50"`
-	ScrapeP99            seconds   `json:"scrapeP99"`
+	Name                 string `json:"name"`
+	RSSSettledBytes      int64  `json:"rssSettledBytes"`      // VmRSS once every pod is Ready and the exporter quiet
+	RSSAfterScrapesBytes int64  `json:"rssAfterScrapesBytes"` // VmRSS after the timed scrapes
+	PeakRSSBytes         int64  `json:"peakRSSBytes"`         // VmHWM: the peak since start, growth included
+	StateDirBytes        int64  `json:"stateDirBytes,omitempty"`
+	StateDirDiskBytes    int64  `json:"stateDirDiskBytes,omitempty"`
+	Series               int    `json:"series"`
+	// Memcg is set with --podslo-memory-limit, for podslo.
+	Memcg     *MemcgResult `json:"memcg,omitempty"`
+	CPU       CPUResult    `json:"cpu"`
+	Scrapes   []scrape     `json:"scrapes"`
+	ScrapeP50 seconds      `json:"scrapeP50"`
+	ScrapeP99 seconds      `json:"scrapeP99"`
+}
+
+// MemcgResult is one podslo's memory cgroup since the process started.
+type MemcgResult struct {
+	CgroupVersion int    `json:"cgroupVersion"`
+	Limit         string `json:"limit"` // as given, e.g. 512Mi
+	LimitBytes    int64  `json:"limitBytes"`
+	GOMEMLIMIT    int64  `json:"gomemlimit"` // 90% of LimitBytes, as the chart sets it
+	OOMKills      int64  `json:"oomKills"`   // oom_kill in memory.oom_control (v1) or memory.events (v2)
+	// LimitHits counts the times usage reached the limit (v1
+	// memory.failcnt, v2 max in memory.events): at the limit, the kernel
+	// reclaims page cache, and a group with no more to reclaim thrashes or
+	// is OOM-killed.
+	LimitHits int64 `json:"limitHits"`
+	// PeakUsageBytes is the group's peak charge (memory.max_usage_in_bytes,
+	// v2 memory.peak), page cache included: reclaimable, it can reach the
+	// limit without harm.
+	PeakUsageBytes int64 `json:"peakUsageBytes"`
+	// The working set, as the kubelet computes it: usage less inactive
+	// file pages. Settled and after the scrapes as for RSS; the peak is
+	// the largest of WorkingSetSamples samples, one every 250 ms.
+	WorkingSetSettledBytes      int64 `json:"workingSetSettledBytes"`
+	WorkingSetAfterScrapesBytes int64 `json:"workingSetAfterScrapesBytes"`
+	PeakWorkingSetBytes         int64 `json:"peakWorkingSetBytes"`
+	WorkingSetSamples           int   `json:"workingSetSamples"`
+}
+
+// RestartResult is one podslo SIGKILLed and started again on the same
+// state, measured from the restart.
+type RestartResult struct {
+	Name string `json:"name"`
+	// From the start to /readyz (informers synced), and to a /metrics
+	// that shows every Ready pod.
+	ReadySeconds    float64 `json:"readySeconds"`
+	CompleteSeconds float64 `json:"completeSeconds"`
+	// VmRSS once /metrics is complete and again once quiet; VmHWM then.
+	RSSCompleteBytes int64 `json:"rssCompleteBytes"`
+	RSSQuietBytes    int64 `json:"rssQuietBytes"`
+	PeakRSSBytes     int64 `json:"peakRSSBytes"`
+	// Memcg is the new process's cgroup (a new group, as a restarted
+	// container gets), with the settled working set read once complete
+	// and the after-scrapes one once quiet.
+	Memcg *MemcgResult `json:"memcg,omitempty"`
 }
 
 type CPUResult struct {
@@ -142,8 +189,10 @@ func describeVersions(ctx context.Context, o *Options) Versions {
 	v := Versions{
 		Kubernetes: filepath.Base(o.Testbin),
 		Kwok:       strings.TrimPrefix(filepath.Base(o.Kwokbin), "kwok-"),
+	}
+	if o.KSM != "" {
 		// make builds it into ksm-<version>/.
-		KubeStateMetrics: strings.TrimPrefix(filepath.Base(filepath.Dir(o.KSM)), "ksm-"),
+		v.KubeStateMetrics = strings.TrimPrefix(filepath.Base(filepath.Dir(o.KSM)), "ksm-")
 	}
 	if out, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "describe", "--always", "--dirty").Output(); err == nil {
 		v.Podslo = strings.TrimSpace(string(out))
@@ -178,42 +227,97 @@ func (r *Results) write(jsonPath, mdPath string) error {
 }
 
 // markdown renders one table per size, then the targets at the largest.
+// Without kube-state-metrics (--ksm "") its column and the ratios are left
+// out; the memory cgroup's rows and the restarts appear when measured.
 func (r *Results) markdown() []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "Measured %s, %d CPUs (%s), %.0f GiB, Linux %s, %s; podslo %s, kube-state-metrics %s, Kubernetes %s, kwok %s.\n",
+	ksmVersion := "kube-state-metrics " + r.Versions.KubeStateMetrics
+	if r.Options != nil && r.Options.KSM == "" {
+		ksmVersion = "without kube-state-metrics"
+	}
+	fmt.Fprintf(&b, "Measured %s, %d CPUs (%s), %.0f GiB, Linux %s, %s; podslo %s, %s, Kubernetes %s, kwok %s.\n",
 		r.Started.Format("2006-01-02"), r.Machine.CPUs, r.Machine.CPUModel, float64(r.Machine.MemBytes)/(1<<30), r.Machine.Kernel, r.Machine.Go,
-		r.Versions.Podslo, r.Versions.KubeStateMetrics, r.Versions.Kubernetes, r.Versions.Kwok)
+		r.Versions.Podslo, ksmVersion, r.Versions.Kubernetes, r.Versions.Kwok)
+	withKSM := r.Options == nil || r.Options.KSM != ""
 	for _, s := range r.Sizes {
 		on, off, k := s.exporter(podsloOn), s.exporter(podsloOff), s.exporter(ksm)
-		if on == nil || off == nil || k == nil || len(on.Scrapes) == 0 || len(off.Scrapes) == 0 || len(k.Scrapes) == 0 {
+		if on == nil || off == nil || len(on.Scrapes) == 0 || len(off.Scrapes) == 0 || (withKSM && (k == nil || len(k.Scrapes) == 0)) {
 			fmt.Fprintf(&b, "\n### %s pods: incomplete, see the JSON\n", thousands(s.Pods))
 			continue
 		}
 		fmt.Fprintf(&b, "\n### %s pods on %s nodes\n\n", thousands(s.Pods), thousands(s.Nodes))
 		fmt.Fprintf(&b, "Created and bound at %.0f pods/s; %.0f s from the first new node to every pod Ready and the exporters quiet. Load average %s at the start, %s at the end.\n\n",
 			s.Growth.CreatedPerSecond, s.Growth.ReadySeconds, s.LoadAvgStart, s.LoadAvgEnd)
-		b.WriteString("| | podslo | podslo, no per-pod | kube-state-metrics | podslo / KSM | no per-pod / KSM |\n|---|---|---|---|---|---|\n")
+		// line writes a row: podslo's two cells, then kube-state-metrics'
+		// and the two ratios when it ran.
+		line := func(what, a, c, d, ra, rc string) {
+			if withKSM {
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", what, a, c, d, ra, rc)
+			} else {
+				fmt.Fprintf(&b, "| %s | %s | %s |\n", what, a, c)
+			}
+		}
+		if withKSM {
+			b.WriteString("| | podslo | podslo, no per-pod | kube-state-metrics | podslo / KSM | no per-pod / KSM |\n|---|---|---|---|---|---|\n")
+		} else {
+			b.WriteString("| | podslo | podslo, no per-pod |\n|---|---|---|\n")
+		}
 		row := func(what string, f func(*ExporterResult) float64, format string) {
-			a, c, d := f(on), f(off), f(k)
-			fmt.Fprintf(&b, "| %s | "+format+" | "+format+" | "+format+" | %s | %s |\n", what, a, c, d, ratio(a, d), ratio(c, d))
+			a, c := f(on), f(off)
+			if !withKSM {
+				line(what, fmt.Sprintf(format, a), fmt.Sprintf(format, c), "", "", "")
+				return
+			}
+			d := f(k)
+			line(what, fmt.Sprintf(format, a), fmt.Sprintf(format, c), fmt.Sprintf(format, d), ratio(a, d), ratio(c, d))
 		}
 		mb := func(v int64) float64 { return float64(v) / 1e6 }
 		row("RSS settled (MB)", func(e *ExporterResult) float64 { return mb(e.RSSSettledBytes) }, "%.0f")
 		row("RSS after the timed scrapes (MB)", func(e *ExporterResult) float64 { return mb(e.RSSAfterScrapesBytes) }, "%.0f")
 		row("peak RSS since start (MB)", func(e *ExporterResult) float64 { return mb(e.PeakRSSBytes) }, "%.0f")
+		if on.Memcg != nil && off.Memcg != nil {
+			podsloRow := func(what string, f func(*MemcgResult) string) { line(what, f(on.Memcg), f(off.Memcg), "", "", "") }
+			podsloRow("memory limit / GOMEMLIMIT (bytes)", func(m *MemcgResult) string {
+				return fmt.Sprintf("%s / %d (cgroup v%d)", m.Limit, m.GOMEMLIMIT, m.CgroupVersion)
+			})
+			podsloRow("OOM kills", func(m *MemcgResult) string { return fmt.Sprint(m.OOMKills) })
+			podsloRow("times at the limit (failcnt)", func(m *MemcgResult) string { return fmt.Sprint(m.LimitHits) })
+			mib := func(v int64) string { return fmt.Sprintf("%.0f", mb(v)) }
+			podsloRow("working set settled (MB)", func(m *MemcgResult) string { return mib(m.WorkingSetSettledBytes) })
+			podsloRow("working set after the timed scrapes (MB)", func(m *MemcgResult) string { return mib(m.WorkingSetAfterScrapesBytes) })
+			podsloRow("peak working set since start, sampled (MB)", func(m *MemcgResult) string { return mib(m.PeakWorkingSetBytes) })
+			podsloRow("cgroup peak usage since start, page cache included (MB)", func(m *MemcgResult) string { return mib(m.PeakUsageBytes) })
+		}
 		row("CPU s per 1k pod updates, net of idle", func(e *ExporterResult) float64 { return e.CPU.PerThousand }, "%.3f")
 		row("CPU s per 1k pod updates, gross", func(e *ExporterResult) float64 { return e.CPU.GrossPerThousand }, "%.3f")
-		fmt.Fprintf(&b, "| idle CPU (cores, before / after the updates) | %.3f / %.3f | %.3f / %.3f | %.3f / %.3f | | |\n",
-			on.CPU.IdleCoresBefore, on.CPU.IdleCoresAfter, off.CPU.IdleCoresBefore, off.CPU.IdleCoresAfter, k.CPU.IdleCoresBefore, k.CPU.IdleCoresAfter)
+		idle := func(e *ExporterResult) string {
+			if e == nil {
+				return ""
+			}
+			return fmt.Sprintf("%.3f / %.3f", e.CPU.IdleCoresBefore, e.CPU.IdleCoresAfter)
+		}
+		line("idle CPU (cores, before / after the updates)", idle(on), idle(off), idle(k), "", "")
 		row("/metrics p50 (s)", func(e *ExporterResult) float64 { return float64(e.ScrapeP50) }, "%.3f")
 		row("/metrics p99 (s)", func(e *ExporterResult) float64 { return float64(e.ScrapeP99) }, "%.3f")
 		row("/metrics body (MB, as sent)", func(e *ExporterResult) float64 { return mb(e.Scrapes[0].Bytes) }, "%.1f")
 		row("series", func(e *ExporterResult) float64 { return float64(e.Series) }, "%.0f")
-		fmt.Fprintf(&b, "| state dir (MB, apparent / on disk) | %.1f / %.1f | %.1f / %.1f | | | |\n",
-			mb(on.StateDirBytes), mb(on.StateDirDiskBytes), mb(off.StateDirBytes), mb(off.StateDirDiskBytes))
+		line("state dir (MB, apparent / on disk)", fmt.Sprintf("%.1f / %.1f", mb(on.StateDirBytes), mb(on.StateDirDiskBytes)),
+			fmt.Sprintf("%.1f / %.1f", mb(off.StateDirBytes), mb(off.StateDirDiskBytes)), "", "", "")
 		b.WriteString("\n| status change → metric | seen as | p50 (s) | p99 (s) | missed | mean poll (s) |\n|---|---|---|---|---|---|\n")
 		for _, d := range s.Delays {
 			fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %d | %.3f |\n", d.Exporter, d.Observable, d.P50, d.P99, d.Missed, d.MeanPollSeconds)
+		}
+		if len(s.Restarts) > 0 {
+			b.WriteString("\n| restart (SIGKILL, same state) | to /readyz (s) | to a complete /metrics (s) | RSS complete / quiet (MB) | peak RSS (MB) | working set complete / quiet / peak (MB) | cgroup peak usage (MB) | OOM kills |\n|---|---|---|---|---|---|---|---|\n")
+			for _, rs := range s.Restarts {
+				ws, peak, kills := "", "", ""
+				if m := rs.Memcg; m != nil {
+					ws = fmt.Sprintf("%.0f / %.0f / %.0f", mb(m.WorkingSetSettledBytes), mb(m.WorkingSetAfterScrapesBytes), mb(m.PeakWorkingSetBytes))
+					peak, kills = fmt.Sprintf("%.0f", mb(m.PeakUsageBytes)), fmt.Sprint(m.OOMKills)
+				}
+				fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.0f / %.0f | %.0f | %s | %s | %s |\n", rs.Name, rs.ReadySeconds, rs.CompleteSeconds,
+					mb(rs.RSSCompleteBytes), mb(rs.RSSQuietBytes), mb(rs.PeakRSSBytes), ws, peak, kills)
+			}
 		}
 	}
 	return b.Bytes()

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestMarkdownWithoutKSM(t *testing.T) {
+	memcg := func(peakWS int64) *MemcgResult {
+		return &MemcgResult{CgroupVersion: 1, Limit: "512Mi", LimitBytes: 536870912, GOMEMLIMIT: 483183820,
+			WorkingSetSettledBytes: 100e6, WorkingSetAfterScrapesBytes: 110e6, PeakWorkingSetBytes: peakWS, PeakUsageBytes: 300e6}
+	}
+	exp := func(name string, m *MemcgResult) *ExporterResult {
+		return &ExporterResult{Name: name, RSSSettledBytes: 90e6, Scrapes: []scrape{{Bytes: 1e6}}, Memcg: m}
+	}
+	r := &Results{Options: &Options{KSM: ""}, Sizes: []SizeResult{{
+		Pods: 2000, Nodes: 20,
+		Exporters: []*ExporterResult{exp(podsloOn, memcg(150e6)), exp(podsloOff, memcg(140e6))},
+		Restarts:  []RestartResult{{Name: podsloOn, ReadySeconds: 1.5, CompleteSeconds: 2, RSSCompleteBytes: 120e6, Memcg: memcg(160e6)}},
+	}}}
+	md := string(r.markdown())
+	for _, want := range []string{
+		"without kube-state-metrics",
+		"| | podslo | podslo, no per-pod |\n|---|---|---|\n",
+		"| RSS settled (MB) | 90 | 90 |\n",
+		"| memory limit / GOMEMLIMIT (bytes) | 512Mi / 483183820 (cgroup v1) | 512Mi / 483183820 (cgroup v1) |\n",
+		"| OOM kills | 0 | 0 |\n",
+		"| times at the limit (failcnt) | 0 | 0 |\n",
+		"| peak working set since start, sampled (MB) | 150 | 140 |\n",
+		"| cgroup peak usage since start, page cache included (MB) | 300 | 300 |\n",
+		"| podslo | 1.5 | 2.0 | 120 / 0 | 0 | 100 / 110 / 160 | 300 | 0 |\n",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	if strings.Contains(md, "KSM") || strings.Contains(md, "incomplete") {
+		t.Errorf("markdown without kube-state-metrics has a KSM column or an incomplete size:\n%s", md)
+	}
+}
+
+func TestMarkdownWithKSM(t *testing.T) {
+	exp := func(name string, rss int64) *ExporterResult {
+		return &ExporterResult{Name: name, RSSSettledBytes: rss, Scrapes: []scrape{{Bytes: 1e6}}}
+	}
+	r := &Results{Options: &Options{KSM: "/ksm-v2.20.0/kube-state-metrics"}, Sizes: []SizeResult{{
+		Pods: 2000, Nodes: 20, Exporters: []*ExporterResult{exp(podsloOn, 50e6), exp(podsloOff, 40e6), exp(ksm, 200e6)},
+	}}}
+	md := string(r.markdown())
+	if want := "| RSS settled (MB) | 50 | 40 | 200 | 0.25× | 0.20× |\n"; !strings.Contains(md, want) {
+		t.Errorf("markdown lacks %q:\n%s", want, md)
+	}
+	if strings.Contains(md, "OOM kills") {
+		t.Errorf("markdown without a memory limit has cgroup rows:\n%s", md)
+	}
+	// kube-state-metrics expected but missing: the size is incomplete.
+	r.Sizes[0].Exporters = r.Sizes[0].Exporters[:2]
+	if md := string(r.markdown()); !strings.Contains(md, "2,000 pods: incomplete") {
+		t.Errorf("a size without kube-state-metrics' figures is not marked incomplete:\n%s", md)
+	}
+}
