@@ -58,6 +58,9 @@ type Options struct {
 	DiskFull time.Duration
 	// StateFSMiB is the size of the exporter's state filesystem. Default 256.
 	StateFSMiB int
+	// StateFS is the kind of state filesystem: ext4 (a loop-mounted image)
+	// or tmpfs. Default ext4.
+	StateFS string
 	// SandboxTimeout is the exporter's --sandbox-creation-timeout; at least
 	// Outage + 1m. Default 2m30s.
 	SandboxTimeout time.Duration
@@ -100,6 +103,7 @@ func parseOptions(args []string) (*Options, error) {
 	fs.IntVar(&o.Compactions, "compactions", 2, "etcd compactions (the first during the outage)")
 	fs.DurationVar(&o.DiskFull, "disk-full", 30*time.Second, "the state filesystem stays full this long, once (0: never)")
 	fs.IntVar(&o.StateFSMiB, "state-fs-mib", 256, "size of the exporter's state filesystem")
+	fs.StringVar(&o.StateFS, "state-fs", stateFSExt4, "the exporter's state filesystem: ext4 (a loop-mounted image) or tmpfs")
 	fs.DurationVar(&o.SandboxTimeout, "sandbox-timeout", 150*time.Second, "the exporter's --sandbox-creation-timeout")
 	fs.DurationVar(&o.MinLife, "min-life", 40*time.Second, "shortest life of any pod state the SLIs read")
 	fs.Int64Var(&o.Seed, "seed", 0, "random seed (0: pick one)")
@@ -163,6 +167,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("--sandbox-timeout (%s) must exceed --outage (%s) by at least 1m", o.SandboxTimeout, o.Outage)
 	case o.StateFSMiB < 32:
 		return errors.New("--state-fs-mib must be at least 32")
+	case o.StateFS != stateFSExt4 && o.StateFS != stateFSTmpfs:
+		return fmt.Errorf("--state-fs %q: want %s or %s", o.StateFS, stateFSExt4, stateFSTmpfs)
 	case os.Geteuid() != 0:
 		return errors.New("the chaos run mounts the exporter's state filesystem (a loop-mounted ext4 image) and must run as root")
 	}

@@ -80,7 +80,7 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		return err
 	}
 
-	fs, err := mountStateFS(o.Workdir, o.StateFSMiB)
+	fs, err := mountStateFS(o.Workdir, o.StateFSMiB, o.StateFS)
 	if err != nil {
 		return err
 	}

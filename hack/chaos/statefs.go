@@ -10,18 +10,38 @@ import (
 )
 
 // stateFS is the exporter's state filesystem: an ext4 image in the workdir,
-// loop-mounted, so that filling it is a real ENOSPC on a real filesystem
-// with badger's memory maps on it, and the rest of the machine is not
-// touched.
+// loop-mounted, or a tmpfs, so that filling it is a real ENOSPC on a real
+// filesystem with badger's memory maps on it, and the rest of the machine
+// is not touched.
 type stateFS struct {
 	image, mount string
 	mounted      bool
 	filler       string
 }
 
-// mountStateFS creates and mounts a sizeMiB ext4 image under workdir.
-func mountStateFS(workdir string, sizeMiB int) (*stateFS, error) {
-	fs := &stateFS{image: filepath.Join(workdir, "state.img"), mount: filepath.Join(workdir, "state-fs")}
+// Kinds of state filesystem (--state-fs).
+const (
+	stateFSExt4  = "ext4"
+	stateFSTmpfs = "tmpfs"
+)
+
+// mountStateFS mounts a sizeMiB filesystem of kind under workdir. ext4 is
+// what a PersistentVolume usually carries; tmpfs needs no loop device, which
+// some CI containers lack, and fails the same way when full (ENOSPC, or
+// SIGBUS through a mapping).
+func mountStateFS(workdir string, sizeMiB int, kind string) (*stateFS, error) {
+	fs := &stateFS{mount: filepath.Join(workdir, "state-fs")}
+	if kind == stateFSTmpfs {
+		if err := os.MkdirAll(fs.mount, 0o755); err != nil {
+			return nil, err
+		}
+		if out, err := exec.Command("mount", "-t", "tmpfs", "-o", fmt.Sprintf("size=%dm,mode=0755", sizeMiB), "podslo-chaos", fs.mount).CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("mount tmpfs on %s: %w: %s", fs.mount, err, out)
+		}
+		fs.mounted = true
+		return fs, nil
+	}
+	fs.image = filepath.Join(workdir, "state.img")
 	f, err := os.Create(fs.image)
 	if err != nil {
 		return nil, err
@@ -104,8 +124,8 @@ func (fs *stateFS) available() int64 {
 	return int64(st.Bavail) * st.Bsize
 }
 
-// unmount unmounts the filesystem and removes the image; the exporter must
-// have stopped.
+// unmount unmounts the filesystem and removes the image, if any; the
+// exporter must have stopped.
 func (fs *stateFS) unmount() error {
 	if fs.mounted {
 		if out, err := exec.Command("umount", fs.mount).CombinedOutput(); err != nil {
@@ -118,5 +138,8 @@ func (fs *stateFS) unmount() error {
 		fs.mounted = false
 	}
 	_ = os.Remove(fs.mount)
+	if fs.image == "" {
+		return nil
+	}
 	return os.Remove(fs.image)
 }
