@@ -17,7 +17,7 @@ var (
 	both           = []networkingv1.PolicyType{networkingv1.PolicyTypeIngress, networkingv1.PolicyTypeEgress}
 )
 
-func num(n int) *intstr.IntOrString     { v := intstr.FromInt32(int32(n)); return &v }
+func num(n int) *intstr.IntOrString      { v := intstr.FromInt32(int32(n)); return &v }
 func named(s string) *intstr.IntOrString { v := intstr.FromString(s); return &v }
 func sel(kv ...string) *metav1.LabelSelector {
 	m := map[string]string{}
