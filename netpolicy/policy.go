@@ -27,6 +27,12 @@ type Policy struct {
 // Key is namespace/name, the key of the informer cache.
 func (p *Policy) Key() string { return p.Namespace + "/" + p.Name }
 
+// GetObjectMeta implements metav1.ObjectMetaAccessor, so that the informer
+// cache can key a trimmed policy as it keys the full one.
+func (p *Policy) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+}
+
 // MinVersion is KEP-2136's minVersion of the policy.
 func (p *Policy) MinVersion() Version { return p.Features.MinVersion() }
 
