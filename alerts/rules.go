@@ -308,6 +308,34 @@ func (s *Spec) healthAlerts() []Rule {
 			"runbook_url":   s.runbook("PodsloStateNotWritable"),
 			"dashboard_url": s.dashboard("podslo-slo-overview", true),
 		},
+	}, Rule{
+		Alert: "PodsloNetworkPolicyUnsupported",
+		// A warning, not information: a policy the network plugin cannot
+		// enforce, or may misread (reason Version), leaves open a door its
+		// author believes closed (KEP-2136 Story 3).
+		Expr:   fmt.Sprintf("podslo_networkpolicy_condition%s == 1", s.Selector(`type="Supported"`, `status="False"`)),
+		For:    "5m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "NetworkPolicy {{ $labels.namespace }}/{{ $labels.networkpolicy }} uses what the network plugin does not support ({{ $labels.reason }}).",
+			"description": fmt.Sprintf("NetworkPolicy {{ $labels.namespace }}/{{ $labels.networkpolicy }} in %s {{ $labels.%s }} is not supported by the network plugin of --network-plugin-profile: "+
+				"{{ if eq $labels.reason \"Version\" }}it needs a newer NetworkPolicy version than the plugin knows, so the plugin may misread it{{ else }}it uses a feature the plugin does not implement, so the plugin may enforce only part of it{{ end }}. "+
+				"Traffic the policy means to block may be let through.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloNetworkPolicyUnsupported"),
+			"dashboard_url": s.dashboard("podslo-slo-overview", true),
+		},
+	}, Rule{
+		Alert:  "PodsloNetworkPolicyProblem",
+		Expr:   fmt.Sprintf("podslo_networkpolicy_condition%s == 1", s.Selector(`type="Problem"`, `status="True"`)),
+		For:    "5m",
+		Labels: map[string]string{"severity": "info"},
+		Annotations: map[string]string{
+			"summary": "NetworkPolicy {{ $labels.namespace }}/{{ $labels.networkpolicy }} has a CIDR problem ({{ $labels.reason }}).",
+			"description": fmt.Sprintf("NetworkPolicy {{ $labels.namespace }}/{{ $labels.networkpolicy }} in %s {{ $labels.%s }} has an ipBlock that network plugins may read otherwise than its author meant "+
+				"({{ $labels.reason }}): a cidr or except with host bits set, one that does not parse, or an except outside its cidr. API servers before 1.36 stored such policies.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloNetworkPolicyProblem"),
+			"dashboard_url": s.dashboard("podslo-slo-overview", true),
+		},
 	})
 }
 

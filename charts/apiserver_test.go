@@ -18,6 +18,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -331,6 +332,13 @@ func testExporterRBAC(t *testing.T, env *testenv.Env, a *applier) {
 			"watch storageclasses": func() error {
 				return watchOnce(sa.StorageV1().StorageClasses().Watch(ctx, metav1.ListOptions{}))
 			},
+			"list networkpolicies": func() error {
+				_, err := sa.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{})
+				return err
+			},
+			"watch networkpolicies": func() error {
+				return watchOnce(sa.NetworkingV1().NetworkPolicies("").Watch(ctx, metav1.ListOptions{}))
+			},
 		} {
 			assert.NoError(t, read(), name)
 		}
@@ -401,9 +409,16 @@ func testExporterRBAC(t *testing.T, env *testenv.Env, a *applier) {
 				return err
 			},
 			"delete storageclass": func() error { return sa.StorageV1().StorageClasses().Delete(ctx, sc.Name, metav1.DeleteOptions{}) },
-			"list secrets":        func() error { _, err := sa.CoreV1().Secrets("").List(ctx, all); return err },
-			"list configmaps":     func() error { _, err := sa.CoreV1().ConfigMaps("").List(ctx, all); return err },
-			"list nodes":          func() error { _, err := sa.CoreV1().Nodes().List(ctx, all); return err },
+			"create networkpolicy": func() error {
+				_, err := sa.NetworkingV1().NetworkPolicies("apps").Create(ctx, &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: "new"}}, metav1.CreateOptions{})
+				return err
+			},
+			"delete networkpolicies": func() error {
+				return sa.NetworkingV1().NetworkPolicies("apps").DeleteCollection(ctx, metav1.DeleteOptions{}, all)
+			},
+			"list secrets":    func() error { _, err := sa.CoreV1().Secrets("").List(ctx, all); return err },
+			"list configmaps": func() error { _, err := sa.CoreV1().ConfigMaps("").List(ctx, all); return err },
+			"list nodes":      func() error { _, err := sa.CoreV1().Nodes().List(ctx, all); return err },
 			"create token": func() error {
 				_, err := sa.CoreV1().ServiceAccounts(r.namespace).CreateToken(ctx, "default", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 				return err

@@ -45,7 +45,8 @@ func All() []*sli.Family {
 	out := append([]*sli.Family(nil), sli.Families()...)
 	out = append(out, sandboxCreationPending)
 	out = append(out, skippedFamilies...)
-	return append(out, selfFamilies...)
+	out = append(out, selfFamilies...)
+	return append(out, networkPolicyFamilies...)
 }
 
 func labelList(l ...string) []string { return l }

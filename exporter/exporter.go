@@ -73,6 +73,10 @@ func (o *Options) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	netpols, err := o.networkPolicies(client, func(resource, event string) { events.WithLabelValues(resource, event).Inc() }, log.With("component", "networkpolicies"))
+	if err != nil {
+		return err
+	}
 	keepLabels, keepAnnotations := append([]string(nil), o.PodLabels...), []string(nil)
 	for _, h := range histogramLabels {
 		if h.Source == pipeline.FromLabel {
@@ -87,6 +91,7 @@ func (o *Options) Start(ctx context.Context) error {
 		PodLabels:             keepLabels,
 		PodAnnotations:        keepAnnotations,
 		UserErrorEventRegex:   o.UserErrorEventRegex,
+		PodLabelsHandler:      netpols.podLabels(),
 		OnEvent:               func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
 		Logger:                log.With("component", "informers"),
 	})
@@ -104,6 +109,7 @@ func (o *Options) Start(ctx context.Context) error {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	netpols.register(reg)
 
 	lis, err := serve.Listen(o.listener, o.ListenAddress)
 	if err != nil {
@@ -128,6 +134,7 @@ func (o *Options) Start(ctx context.Context) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return st.Start(gctx) })
 	g.Go(func() error { return watcher.Start(gctx) })
+	g.Go(func() error { return netpols.Start(gctx) })
 	g.Go(func() error { return pipe.Start(gctx) })
 	g.Go(func() error {
 		return serve.Serve(gctx, lis, handler, o.WebConfigFile, o.ShutdownTimeout, log.With("component", "web"))

@@ -76,13 +76,13 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 		require.NoError(t, err)
 		return r.Status.Allowed
 	}
-	for _, res := range []access{{"", "pods", "", ""}, {"", "persistentvolumeclaims", "", ""}, {"", "events", "", ""}, {"storage.k8s.io", "storageclasses", "", ""}} {
+	for _, res := range []access{{"", "pods", "", ""}, {"", "persistentvolumeclaims", "", ""}, {"", "events", "", ""}, {"storage.k8s.io", "storageclasses", "", ""}, {"networking.k8s.io", "networkpolicies", "", ""}} {
 		for _, verb := range []string{"get", "list", "watch"} {
 			res.verb = verb
 			assert.True(t, allowed(res), "%+v", res)
 		}
 	}
-	for _, res := range []access{{"", "pods", "", ""}, {"", "pods", "status", ""}, {"", "persistentvolumeclaims", "", ""}, {"storage.k8s.io", "storageclasses", "", ""}, {"", "events", "", ""}, {"", "secrets", "", ""}, {"", "configmaps", "", ""}} {
+	for _, res := range []access{{"", "pods", "", ""}, {"", "pods", "status", ""}, {"", "persistentvolumeclaims", "", ""}, {"storage.k8s.io", "storageclasses", "", ""}, {"", "events", "", ""}, {"", "secrets", "", ""}, {"", "configmaps", "", ""}, {"networking.k8s.io", "networkpolicies", "", ""}} {
 		for _, verb := range []string{"create", "update", "patch", "delete", "deletecollection"} {
 			res.verb = verb
 			assert.False(t, allowed(res), "%+v must be refused", res)

@@ -1,4 +1,4 @@
 // Package informers is the first step of podslo's data flow: it watches pods,
-// PVCs, StorageClasses and FailedMount events, trims them to what the SLIs
-// need, and hands each pod to the next stage (the pipeline).
+// PVCs, StorageClasses, FailedMount events and NetworkPolicies, trims them to
+// what the SLIs and checks need, and hands each on (pipeline, netpolicy.State).
 package informers

@@ -51,6 +51,9 @@ type Options struct {
 	// PodLabels and PodAnnotations are the label and annotation keys the
 	// trim keeps. Default none.
 	PodLabels, PodAnnotations []string
+	// PodLabelsHandler, if set, receives every pod's labels, all of them:
+	// the trim then keeps every label (interned), not only PodLabels.
+	PodLabelsHandler PodLabelsHandler
 	// UserErrorEventRegex matches the FailedMount event messages that mark
 	// a pod as blocked by its own spec. Default DefaultUserErrorEventRegex.
 	UserErrorEventRegex string
@@ -94,6 +97,7 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 	for _, k := range opts.PodLabels {
 		t.podLabels[k] = true
 	}
+	t.allPodLabels = opts.PodLabelsHandler != nil
 	for _, k := range opts.PodAnnotations {
 		t.podAnnotations[k] = true
 	}
@@ -146,7 +150,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	// over the pods already resolves every storage class and knows every
 	// user error.
 	if !cache.WaitForCacheSync(ctx.Done(), pvcs.Informer().HasSynced, classes.Informer().HasSynced, eventInformer.HasSynced) {
-		return w.stopped(ctx)
+		return stopped(ctx)
 	}
 	pods, keys := w.podController()
 	var wg sync.WaitGroup
@@ -156,7 +160,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	// returned for every pod of the first list: the queue calls it under
 	// the lock that HasSynced takes.
 	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
-		return w.stopped(ctx)
+		return stopped(ctx)
 	}
 	w.log.Info("Informers synced", "pods", keys.len())
 	w.handler.Synced(keys.live, w.current.Current)
@@ -164,7 +168,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	return nil
 }
 
-func (w *Watcher) stopped(ctx context.Context) error {
+func stopped(ctx context.Context) error {
 	if err := ctx.Err(); err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("wait for informer caches: %w", err)
 	}

@@ -178,9 +178,16 @@ func (w *Watcher) processPodDelta(keys *podKeys, d cache.Delta) {
 			event = "add"
 		}
 		w.opts.OnEvent("pods", event)
+		if h := w.opts.PodLabelsHandler; h != nil {
+			h.PodLabels(pod.Namespace, pod.Name, pod.Labels)
+		}
 		w.deliver(pod)
 	case cache.Deleted:
 		keys.remove(key)
+		if h := w.opts.PodLabelsHandler; h != nil {
+			ns, name, _ := strings.Cut(key, "/")
+			h.PodDeleted(ns, name)
+		}
 		w.opts.OnEvent("pods", "delete")
 		w.deletePod(d.Object)
 	}

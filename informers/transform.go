@@ -18,6 +18,9 @@ const defaultClassAnnotation = "storageclass.kubernetes.io/is-default-class"
 type trimmer struct {
 	podLabels      map[string]bool
 	podAnnotations map[string]bool
+	// allPodLabels keeps every label of a pod, for counting the pods a
+	// NetworkPolicy selects.
+	allPodLabels bool
 	// conditionTypes maps each condition type podslo reads to itself, so
 	// that the cached pods share one copy of each type string.
 	conditionTypes map[corev1.PodConditionType]corev1.PodConditionType
@@ -60,6 +63,9 @@ func (t *trimmer) pod(p *corev1.Pod) *lifecycle.Pod {
 	out := &lifecycle.Pod{
 		ObjectMeta: trimMeta(&p.ObjectMeta, t.podLabels, t.podAnnotations),
 		NodeName:   p.Spec.NodeName,
+	}
+	if t.allPodLabels {
+		out.Labels = internLabels(p.Labels)
 	}
 	out.DeletionTimestamp = p.DeletionTimestamp
 	out.DeletionGracePeriodSeconds = p.DeletionGracePeriodSeconds

@@ -111,10 +111,20 @@ func BinDir() (string, error) {
 	return filepath.Join(cache, "podslo", "testbin", v), nil
 }
 
+// Option configures the control plane Start runs.
+type Option func(*envtest.Environment)
+
+// APIServerFlag sets a kube-apiserver flag, such as
+// APIServerFlag("feature-gates", "StrictIPCIDRValidation=false") to store
+// what an older API server would have.
+func APIServerFlag(name, value string) Option {
+	return func(e *envtest.Environment) { e.ControlPlane.GetAPIServer().Configure().Set(name, value) }
+}
+
 // Start starts etcd and kube-apiserver and stops them in t.Cleanup, also
 // when the test fails. A missing binary fails the test: CI must never pass
 // by skipping the real server. `go test -short` skips instead, on purpose.
-func Start(t testing.TB) *Env {
+func Start(t testing.TB, opts ...Option) *Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("integration test: needs etcd and kube-apiserver (run without -short)")
@@ -136,6 +146,9 @@ func Start(t testing.TB) *Env {
 	// A fixed certificate directory survives a stop, so that StartAPIServer
 	// serves the same certificates.
 	env.ControlPlane.GetAPIServer().CertDir = t.TempDir()
+	for _, o := range opts {
+		o(env)
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		t.Fatalf("start kube-apiserver and etcd from %s: %v", dir, err)

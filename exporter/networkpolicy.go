@@ -1,0 +1,71 @@
+package exporter
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/netpolicy"
+)
+
+// networkPolicies is the NetworkPolicy part of the exporter (issue 15,
+// KEP-2136): its watch, the in-memory state it fills and the collector
+// reading it. A nil *networkPolicies (--networkpolicies=false) does
+// nothing, so Start calls its methods unconditionally.
+type networkPolicies struct {
+	state     *netpolicy.State
+	watcher   *informers.PolicyWatcher
+	collector *collectors.NetworkPolicies
+}
+
+// networkPolicies builds the NetworkPolicy watch and collector from the
+// completed, validated options.
+func (o *Options) networkPolicies(client kubernetes.Interface, onEvent func(resource, event string), log *slog.Logger) (*networkPolicies, error) {
+	if !*o.NetworkPolicies {
+		return nil, nil
+	}
+	var profile *netpolicy.Profile
+	if o.NetworkPluginProfile != "" {
+		p, err := netpolicy.LoadProfile(o.NetworkPluginProfile)
+		if err != nil {
+			return nil, err
+		}
+		profile = p
+		log.Info("Judging NetworkPolicies against a network plugin profile", "plugin", p.Name, "maxVersion", p.MaxVersion.String(), "unimplemented", p.Unimplemented.String(), "enforcing", string(p.Enforcing))
+	} else {
+		log.Info("No network plugin profile: NetworkPolicy support is not judged", "flag", "--network-plugin-profile")
+	}
+	state := netpolicy.NewState(o.NetworkPolicyTargetPods)
+	return &networkPolicies{
+		state:     state,
+		watcher:   informers.NewPolicyWatcher(client, state, informers.PolicyOptions{OnEvent: onEvent, Logger: log}),
+		collector: collectors.NewNetworkPolicies(state, profile),
+	}, nil
+}
+
+// podLabels is what the pod watch hands every pod's labels to: nil unless
+// target pods are counted, so that the pod trim keeps only what it did.
+func (n *networkPolicies) podLabels() informers.PodLabelsHandler {
+	if n == nil || !n.state.CountsPods() {
+		return nil
+	}
+	return n.state
+}
+
+func (n *networkPolicies) register(reg *prometheus.Registry) {
+	if n != nil {
+		reg.MustRegister(n.collector)
+	}
+}
+
+// Start runs the watch until ctx ends.
+func (n *networkPolicies) Start(ctx context.Context) error {
+	if n == nil {
+		return nil
+	}
+	return n.watcher.Start(ctx)
+}
