@@ -190,8 +190,8 @@ func TestWriteConflicts(t *testing.T) {
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { hook.next = rt; return hook })
 	logs := &lines{t: t}
-	url := startAgent(t, Options{NodeName: "node-a", restConfig: cfg,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	url := startAgent(t, Options{NodeName: "node-a",
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, WithRestConfig(cfg))
 
 	// writes waits until the agent counted exactly success successful
 	// writes (a PATCH's count may come after its watch event), and at

@@ -27,9 +27,9 @@ import (
 
 // startAgent runs the agent in this process until the test ends and
 // returns the base URL of its HTTP server, once /readyz says ready.
-func startAgent(t testing.TB, opts Options) string {
+func startAgent(t testing.TB, opts Options, with ...Option) string {
 	t.Helper()
-	url := "http://" + runAgent(t, opts)
+	url := "http://" + runAgent(t, opts, with...)
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(url + "/readyz")
 		if err != nil {
@@ -43,17 +43,18 @@ func startAgent(t testing.TB, opts Options) string {
 
 // runAgent runs the agent in this process until the test ends and returns
 // the address it listens on.
-func runAgent(t testing.TB, opts Options) string {
+func runAgent(t testing.TB, opts Options, with ...Option) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	opts.listener = lis
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	a, err := New(opts, append(with, WithListener(lis))...)
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- opts.Start(ctx) }()
+	go func() { done <- a.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

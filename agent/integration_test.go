@@ -85,7 +85,7 @@ func TestStableOnRealAPIServer(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	url := startAgent(t, Options{NodeName: "node-a", restConfig: env.Config})
+	url := startAgent(t, Options{NodeName: "node-a"}, WithRestConfig(env.Config))
 
 	controller := true
 	web := createPod(t, c, ns, podSpec{name: "web", node: "node-a", annotations: map[string]string{MinReadySecondsAnnotation: "2"}})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/rest"
 
 	"github.com/podslo/podslo/agent/probe"
 	"github.com/podslo/podslo/conditions"
@@ -81,15 +80,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
 	Logger *slog.Logger
-
-	// listener, when set by tests, replaces ListenAddress.
-	listener net.Listener
-	// restConfig, when set by tests, replaces Kubeconfig.
-	restConfig *rest.Config
 }
 
-// Complete fills in the defaults.
-func (o *Options) Complete() {
+// setDefaults fills in the defaults; New calls it once.
+func (o *Options) setDefaults() {
 	if o.ListenAddress == "" {
 		o.ListenAddress = DefaultListenAddress
 	}
@@ -113,9 +107,9 @@ func (o *Options) Complete() {
 	}
 }
 
-// Validate reports every invalid option at once, so an operator fixes them
-// in one go.
-func (o *Options) Validate() error {
+// validate reports every invalid option at once, so an operator fixes them
+// in one go; New calls it once, after setDefaults.
+func (o *Options) validate() error {
 	var errs []error
 	if o.NodeName == "" {
 		errs = append(errs, ErrNoNodeName)

@@ -147,7 +147,7 @@ func TestSecurityBoundary(t *testing.T) {
 
 	t.Run("the agent runs on its shipped permissions", func(t *testing.T) {
 		rec := record(t, admin, "apps")
-		url := startAgent(t, Options{NodeName: "node-a", restConfig: tokenA})
+		url := startAgent(t, Options{NodeName: "node-a"}, WithRestConfig(tokenA))
 		ready := now()
 		kubelet(t, admin, webA, kubeletStatus{ready: true, readySince: ready})
 		// First the condition the policy test wrote, then the agent's.
@@ -163,7 +163,7 @@ func TestSecurityBoundary(t *testing.T) {
 		// The token says node-a; the flag says node-b. The field selector
 		// hands the agent node-b's pods, the local check passes, and the
 		// policy is what stops the write.
-		url := startAgent(t, Options{NodeName: "node-b", restConfig: tokenA})
+		url := startAgent(t, Options{NodeName: "node-b"}, WithRestConfig(tokenA))
 		fresh := createPod(t, admin, "apps", podSpec{name: "fresh-b", node: "node-b"})
 		kubelet(t, admin, fresh, kubeletStatus{ready: true, readySince: now()})
 		require.EventuallyWithT(t, func(c *assert.CollectT) {

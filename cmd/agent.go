@@ -13,9 +13,9 @@ import (
 
 // startAgent is what `podslo agent` runs; tests of the command line pass
 // their own function to newAgentCommand instead.
-func startAgent(ctx context.Context, o *agent.Options) error { return o.Start(ctx) }
+func startAgent(ctx context.Context, a *agent.Agent) error { return a.Start(ctx) }
 
-func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options) error) *cobra.Command {
+func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Agent) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Write the pod conditions the kubelet does not (" + agent.DefaultStableConditionType + ") on the pods of one node",
@@ -46,7 +46,7 @@ func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options)
 		if node == "" {
 			node = os.Getenv("NODE_NAME")
 		}
-		opts := &agent.Options{
+		opts := agent.Options{
 			NodeName:            node,
 			Kubeconfig:          c.str("kubeconfig"),
 			ListenAddress:       c.str("listen-address"),
@@ -60,11 +60,11 @@ func newAgentCommand(stderr io.Writer, run func(context.Context, *agent.Options)
 		if err := c.err(); err != nil {
 			return err
 		}
-		opts.Complete()
-		if err := opts.Validate(); err != nil {
+		a, err := agent.New(opts)
+		if err != nil {
 			return err
 		}
-		return run(cmd.Context(), opts)
+		return run(cmd.Context(), a)
 	}
 	return cmd
 }

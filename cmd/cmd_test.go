@@ -24,8 +24,9 @@ var errNotRun = errors.New("captured, not run")
 func parse(t *testing.T, args ...string) (*exporter.Options, error) {
 	t.Helper()
 	var got *exporter.Options
-	root := newRoot(&bytes.Buffer{}, func(_ context.Context, o *exporter.Options) error {
-		got = o
+	root := newRoot(&bytes.Buffer{}, func(_ context.Context, e *exporter.Exporter) error {
+		o := e.Options()
+		got = &o
 		return errNotRun
 	})
 	root.SetArgs(args)
@@ -84,8 +85,9 @@ func TestPrecedence(t *testing.T) {
 func parseAgent(t *testing.T, args ...string) (*agent.Options, error) {
 	t.Helper()
 	var got *agent.Options
-	cmd := newAgentCommand(&bytes.Buffer{}, func(_ context.Context, o *agent.Options) error {
-		got = o
+	cmd := newAgentCommand(&bytes.Buffer{}, func(_ context.Context, a *agent.Agent) error {
+		o := a.Options()
+		got = &o
 		return errNotRun
 	})
 	cmd.SetArgs(args)

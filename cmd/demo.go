@@ -51,7 +51,7 @@ func newDemoCommand(stdout, stderr io.Writer) *cobra.Command {
 				return err
 			}
 		}
-		opts := &demo.Options{
+		opts := demo.Options{
 			SourceDir:               c.str("source-dir"),
 			Nodes:                   c.integer("nodes"),
 			ListenAddress:           c.str("listen-address"),
@@ -66,8 +66,8 @@ func newDemoCommand(stdout, stderr io.Writer) *cobra.Command {
 		if err := c.err(); err != nil {
 			return err
 		}
-		opts.Complete()
-		if err := opts.Validate(); err != nil {
+		d, err := demo.New(opts)
+		if err != nil {
 			return err
 		}
 		ctx := cmd.Context()
@@ -76,7 +76,7 @@ func newDemoCommand(stdout, stderr io.Writer) *cobra.Command {
 			ctx, cancel = context.WithTimeout(ctx, d)
 			defer cancel()
 		}
-		return opts.Start(ctx)
+		return d.Start(ctx)
 	}
 	return cmd
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/podslo/podslo/lifecycle"
 )
 
-func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Options) error) *cobra.Command {
+func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Exporter) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exporter",
 		Short: "Export pod lifecycle SLIs from the cluster's pods to Prometheus",
@@ -45,7 +45,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 			return err
 		}
 		perPod := c.boolean("per-pod-metrics")
-		opts := &exporter.Options{
+		opts := exporter.Options{
 			Kubeconfig:             c.str("kubeconfig"),
 			ListenAddress:          c.str("listen-address"),
 			WebConfigFile:          c.str("web.config.file"),
@@ -71,11 +71,11 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 				return fmt.Errorf("--%s must be at least 1s, got 0s", key)
 			}
 		}
-		opts.Complete()
-		if err := opts.Validate(); err != nil {
+		e, err := exporter.New(opts)
+		if err != nil {
 			return err
 		}
-		return run(cmd.Context(), opts)
+		return run(cmd.Context(), e)
 	}
 	return cmd
 }

@@ -17,12 +17,12 @@ import (
 
 // NewRoot returns the podslo command with its subcommands.
 func NewRoot(stderr io.Writer) *cobra.Command {
-	return newRoot(stderr, func(ctx context.Context, o *exporter.Options) error { return o.Start(ctx) })
+	return newRoot(stderr, func(ctx context.Context, e *exporter.Exporter) error { return e.Start(ctx) })
 }
 
 // newRoot takes what each subcommand runs, so tests can see the merged
 // options without starting anything.
-func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Options) error) *cobra.Command {
+func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Exporter) error) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "podslo",
 		Short:         "Service level indicators for Kubernetes pod start-up and tear-down",

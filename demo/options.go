@@ -61,9 +61,6 @@ type Options struct {
 	// Refresh is how often the live table is redrawn. Default
 	// DefaultRefresh.
 	Refresh time.Duration
-	// Ready, when set, is called once everything runs, with the addresses
-	// of what runs: tests use it.
-	Ready func(Endpoints)
 	// Logger receives the logs of the demo, the exporter and the agents.
 	// Default: discard (the table is the demo's output).
 	Logger *slog.Logger
@@ -78,8 +75,8 @@ type Endpoints struct {
 	Prometheus string
 }
 
-// Complete fills in the defaults.
-func (o *Options) Complete() {
+// setDefaults fills in the defaults; New calls it once.
+func (o *Options) setDefaults() {
 	if o.SourceDir == "" {
 		o.SourceDir = "."
 	}
@@ -121,8 +118,9 @@ func (o *Options) Complete() {
 	}
 }
 
-// Validate reports every invalid option at once.
-func (o *Options) Validate() error {
+// validate reports every invalid option at once; New calls it once, after
+// setDefaults.
+func (o *Options) validate() error {
 	var errs []error
 	if _, err := os.Stat(filepath.Join(o.SourceDir, "deploy", "kwok", "pod-stages.yaml")); err != nil {
 		errs = append(errs, fmt.Errorf("--source-dir %q is not podslo's source tree: %w", o.SourceDir, err))

@@ -28,12 +28,12 @@ func TestAgentAndExporterTogether(t *testing.T) {
 	require.NoError(t, err)
 	createNamespace(t, c, "stable")
 
+	ag, err := agent.New(agent.Options{NodeName: "node-a", Kubeconfig: env.Kubeconfig, ListenAddress: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))})
+	require.NoError(t, err)
 	agentCtx, stopAgent := context.WithCancel(context.Background())
 	agentDone := make(chan error, 1)
-	go func() {
-		agentDone <- (&agent.Options{NodeName: "node-a", Kubeconfig: env.Kubeconfig, ListenAddress: "127.0.0.1:0",
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}).Start(agentCtx)
-	}()
+	go func() { agentDone <- ag.Start(agentCtx) }()
 	t.Cleanup(func() {
 		stopAgent()
 		select {

@@ -140,26 +140,27 @@ func fixtures(t *testing.T, c kubernetes.Interface, ns string) {
 
 // startExporter runs the exporter in this process until the test ends,
 // and returns its URL once /readyz says ready.
-func startExporter(t *testing.T, opts Options) string {
+func startExporter(t *testing.T, opts Options, with ...Option) string {
 	t.Helper()
-	url := "http://" + runExporter(t, opts)
+	url := "http://" + runExporter(t, opts, with...)
 	waitReady(t, url)
 	return url
 }
 
 // runExporter runs the exporter in this process until the test ends, and
 // returns the address it listens on.
-func runExporter(t *testing.T, opts Options) string {
+func runExporter(t *testing.T, opts Options, with ...Option) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	opts.listener = lis
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
+	e, err := New(opts, append(with, WithListener(lis))...)
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- opts.Start(ctx) }()
+	go func() { done <- e.Start(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -81,16 +81,10 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
 	Logger *slog.Logger
-
-	// listener, when set by tests, replaces ListenAddress.
-	listener net.Listener
-	// timeoutCheckInterval, when set by tests, replaces the 5s between
-	// creation-timeout checks.
-	timeoutCheckInterval time.Duration
 }
 
-// Complete fills in the defaults.
-func (o *Options) Complete() {
+// setDefaults fills in the defaults; New calls it once.
+func (o *Options) setDefaults() {
 	if o.ListenAddress == "" {
 		o.ListenAddress = DefaultListenAddress
 	}
@@ -129,9 +123,9 @@ func (o *Options) Complete() {
 	}
 }
 
-// Validate reports every invalid option at once, so an operator fixes them
-// in one go.
-func (o *Options) Validate() error {
+// validate reports every invalid option at once, so an operator fixes them
+// in one go; New calls it once, after setDefaults.
+func (o *Options) validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
@@ -216,9 +210,9 @@ func ParseHistogramLabels(specs []string) ([]pipeline.HistogramLabel, error) {
 	return out, nil
 }
 
-func (o *Options) conditionTypes() []corev1.PodConditionType {
-	out := make([]corev1.PodConditionType, 0, len(o.SandboxConditionTypes))
-	for _, t := range o.SandboxConditionTypes {
+func conditionTypes(types []string) []corev1.PodConditionType {
+	out := make([]corev1.PodConditionType, 0, len(types))
+	for _, t := range types {
 		out = append(out, corev1.PodConditionType(strings.TrimSpace(t)))
 	}
 	return out

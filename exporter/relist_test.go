@@ -237,7 +237,7 @@ func TestDeletedWhileTheWatchWasDown(t *testing.T) {
 	proxy := startProxy(t, apiserver.Host)
 	const timeout = 20 * time.Second
 	metrics := startExporter(t, Options{Kubeconfig: proxiedKubeconfig(t, env.Kubeconfig, proxy.addr()), StateDir: t.TempDir(),
-		SandboxCreationTimeout: timeout, timeoutCheckInterval: 100 * time.Millisecond})
+		SandboxCreationTimeout: timeout}, WithTimeoutCheckInterval(100*time.Millisecond))
 
 	// ready creates a pod whose sandbox became ready d after it was
 	// scheduled, in the past.

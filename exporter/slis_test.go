@@ -66,8 +66,8 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	const ns = "slis"
 	createNamespace(t, c, ns)
 	logs := newLogLines(t)
-	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second, timeoutCheckInterval: 100 * time.Millisecond,
-		Logger: logs.logger()})
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second,
+		Logger: logs.logger()}, WithTimeoutCheckInterval(100*time.Millisecond))
 
 	// running creates a pod whose sandbox became ready 2s after it was
 	// scheduled, in the past, so that deleting it now comes after: the test
