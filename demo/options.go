@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // Defaults of Options.
@@ -73,6 +75,19 @@ type Endpoints struct {
 	Agents     []string
 	// Prometheus is empty without Options.Prometheus.
 	Prometheus string
+}
+
+// AddFlags binds a flag to each field an operator sets, with the field's
+// default as the flag's.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SourceDir, "source-dir", ".", "podslo's source tree (deploy/kwok, alerts/, hack/)")
+	fs.IntVar(&o.Nodes, "nodes", DefaultNodes, "Number of kwok nodes; one agent runs for each")
+	fs.DurationVar(&o.ChurnInterval, "churn-interval", DefaultChurnInterval, "How often a pod is deleted and replaced; negative turns churn off")
+	fs.StringVar(&o.ListenAddress, "listen-address", DefaultListenAddress, "The exporter's address (/, /metrics, /healthz, /readyz)")
+	fs.StringVar(&o.AgentListenAddress, "agent-listen-address", DefaultAgentListenAddress, "The first agent's address; the others take the next ports")
+	fs.BoolVar(&o.Prometheus, "prometheus", false, "Also run Prometheus, scraping the exporter and the agents, with podslo's rules")
+	fs.StringVar(&o.PrometheusBinary, "prometheus-binary", "prometheus", "Prometheus binary (Debian: apt-get install prometheus)")
+	fs.StringVar(&o.PrometheusListenAddress, "prometheus-listen-address", DefaultPrometheusListenAddress, "Prometheus' address")
 }
 
 // setDefaults fills in the defaults; New calls it once.
