@@ -183,7 +183,7 @@ func TestWriteConflicts(t *testing.T) {
 	ctx := context.Background()
 	createNode(t, c, "node-a")
 	const ns = "conflicts"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	rec := record(t, c, ns)
 
 	hook := &statusHook{prefix: "/api/v1/namespaces/" + ns + "/pods/"}
@@ -214,7 +214,7 @@ func TestWriteConflicts(t *testing.T) {
 	// agent's first write, False/NotReady.
 	notReady := func(t *testing.T, name string) *corev1.Pod {
 		t.Helper()
-		p := createPod(t, c, ns, podSpec{name: name, node: "node-a", annotations: map[string]string{MinReadySecondsAnnotation: "0"}})
+		p := testenv.CreatePod(t, c, ns, testenv.PodSpec{Name: name, Node: "node-a", Annotations: map[string]string{MinReadySecondsAnnotation: "0"}})
 		kubelet(t, c, p, kubeletStatus{ready: false, readySince: now()})
 		got := rec.waitStable(t, name, 1)
 		require.Len(t, got, 1)

@@ -304,7 +304,7 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 	ctx := context.Background()
 	createNode(t, c, "node-a")
 	const ns = "gates"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	g := watchGates(t, c, ns)
 	url := startAgent(t, Options{NodeName: "node-a"}, WithRestConfig(env.Config))
 	// The servers live as long as the agent: a server stopped at the end
@@ -505,7 +505,7 @@ func TestProbeWorkerLimit(t *testing.T) {
 	ctx := context.Background()
 	createNode(t, c, "node-a")
 	const ns = "limited"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	g := watchGates(t, c, ns)
 	url := startAgent(t, Options{NodeName: "node-a", MaxProbeWorkers: 1}, WithRestConfig(env.Config))
 
