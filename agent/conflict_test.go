@@ -183,15 +183,15 @@ func TestWriteConflicts(t *testing.T) {
 	ctx := context.Background()
 	createNode(t, c, "node-a")
 	const ns = "conflicts"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	rec := record(t, c, ns)
 
 	hook := &statusHook{prefix: "/api/v1/namespaces/" + ns + "/pods/"}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { hook.next = rt; return hook })
 	logs := &lines{t: t}
-	url := startAgent(t, Options{NodeName: "node-a", restConfig: cfg,
-		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	url := startAgent(t, Options{NodeName: "node-a",
+		Logger: slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, WithRestConfig(cfg))
 
 	// writes waits until the agent counted exactly success successful
 	// writes (a PATCH's count may come after its watch event), and at
@@ -214,7 +214,7 @@ func TestWriteConflicts(t *testing.T) {
 	// agent's first write, False/NotReady.
 	notReady := func(t *testing.T, name string) *corev1.Pod {
 		t.Helper()
-		p := createPod(t, c, ns, podSpec{name: name, node: "node-a", annotations: map[string]string{MinReadySecondsAnnotation: "0"}})
+		p := testenv.CreatePod(t, c, ns, testenv.PodSpec{Name: name, Node: "node-a", Annotations: map[string]string{MinReadySecondsAnnotation: "0"}})
 		kubelet(t, c, p, kubeletStatus{ready: false, readySince: now()})
 		got := rec.waitStable(t, name, 1)
 		require.Len(t, got, 1)

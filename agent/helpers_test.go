@@ -4,10 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -27,86 +25,28 @@ import (
 
 // startAgent runs the agent in this process until the test ends and
 // returns the base URL of its HTTP server, once /readyz says ready.
-func startAgent(t testing.TB, opts Options) string {
+func startAgent(t testing.TB, opts Options, with ...Option) string {
 	t.Helper()
-	url := "http://" + runAgent(t, opts)
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 20*time.Millisecond, "agent never became ready")
+	url := "http://" + runAgent(t, opts, with...)
+	testenv.WaitReady(t, url, "agent")
 	return url
 }
 
 // runAgent runs the agent in this process until the test ends and returns
 // the address it listens on.
-func runAgent(t testing.TB, opts Options) string {
+func runAgent(t testing.TB, opts Options, with ...Option) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	opts.listener = lis
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Logger = testenv.Logger(t)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- opts.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "agent stopped with an error")
-		case <-time.After(30 * time.Second):
-			t.Error("agent did not stop within 30s of cancel")
-		}
+	return testenv.RunComponent(t, "agent", func(lis net.Listener) (testenv.Component, error) {
+		return New(opts, append(with, WithListener(lis))...)
 	})
-	return lis.Addr().String()
-}
-
-// testWriter sends logs to t.Log, so that they show only for failing tests.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func createNamespace(t *testing.T, c kubernetes.Interface, name string) {
-	t.Helper()
-	testenv.CreateNamespace(t, c, name, nil)
 }
 
 func createNode(t *testing.T, c kubernetes.Interface, name string) {
 	t.Helper()
 	testenv.CreateNode(t, c, name)
-}
-
-type podSpec struct {
-	name, node     string
-	annotations    map[string]string
-	owner          *metav1.OwnerReference
-	serviceAccount string
-}
-
-func createPod(t *testing.T, c kubernetes.Interface, ns string, s podSpec) *corev1.Pod {
-	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: ns, Annotations: s.annotations},
-		Spec: corev1.PodSpec{
-			NodeName:           s.node,
-			ServiceAccountName: s.serviceAccount,
-			Containers:         []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
-		},
-	}
-	if s.owner != nil {
-		pod.OwnerReferences = []metav1.OwnerReference{*s.owner}
-	}
-	created, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return created
 }
 
 // kubeletStatus is the part of a pod's status the kubelet writes and these

@@ -65,7 +65,7 @@ func TestStableOnRealAPIServer(t *testing.T) {
 	createNode(t, c, "node-a")
 	createNode(t, c, "node-b")
 	const ns = "apps"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	rec := record(t, c, ns)
 	states := kubeletStates{}
 
@@ -85,15 +85,15 @@ func TestStableOnRealAPIServer(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	url := startAgent(t, Options{NodeName: "node-a", restConfig: env.Config})
+	url := startAgent(t, Options{NodeName: "node-a"}, WithRestConfig(env.Config))
 
 	controller := true
-	web := createPod(t, c, ns, podSpec{name: "web", node: "node-a", annotations: map[string]string{MinReadySecondsAnnotation: "2"}})
-	api := createPod(t, c, ns, podSpec{name: "api", node: "node-a", owner: &metav1.OwnerReference{
+	web := testenv.CreatePod(t, c, ns, testenv.PodSpec{Name: "web", Node: "node-a", Annotations: map[string]string{MinReadySecondsAnnotation: "2"}})
+	api := testenv.CreatePod(t, c, ns, testenv.PodSpec{Name: "api", Node: "node-a", Owner: &metav1.OwnerReference{
 		APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs.Name, UID: rs.UID, Controller: &controller,
 	}})
-	zero := createPod(t, c, ns, podSpec{name: "zero", node: "node-a"})
-	other := createPod(t, c, ns, podSpec{name: "other", node: "node-b", annotations: map[string]string{MinReadySecondsAnnotation: "0"}})
+	zero := testenv.CreatePod(t, c, ns, testenv.PodSpec{Name: "zero", Node: "node-a"})
+	other := testenv.CreatePod(t, c, ns, testenv.PodSpec{Name: "other", Node: "node-b", Annotations: map[string]string{MinReadySecondsAnnotation: "0"}})
 	states.patch(t, c, other, kubeletStatus{ready: true, readySince: now()})
 
 	t.Run("minReadySeconds from the annotation, restarts", func(t *testing.T) {

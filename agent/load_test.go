@@ -45,7 +45,7 @@ func BenchmarkAgentProbeLoad(b *testing.B) {
 		b.Fatal(err)
 	}
 	addrs := testenv.StartHealthServers(b, pods, 2*time.Second)
-	url := startAgent(b, Options{NodeName: "node-a", restConfig: env.Config, Logger: slog.New(slog.DiscardHandler)})
+	url := startAgent(b, Options{NodeName: "node-a", Logger: slog.New(slog.DiscardHandler)}, WithRestConfig(env.Config))
 	annotation := `{"httpGet":{"path":"/ready","port":"health"},"periodSeconds":1,"periodMilliseconds":-900,"timeoutSeconds":1,"timeoutMilliseconds":-900}`
 	for i, addr := range addrs {
 		_, port, _ := net.SplitHostPort(addr)

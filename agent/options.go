@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/rest"
 
 	"github.com/podslo/podslo/agent/probe"
 	"github.com/podslo/podslo/conditions"
@@ -81,15 +81,24 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
 	Logger *slog.Logger
-
-	// listener, when set by tests, replaces ListenAddress.
-	listener net.Listener
-	// restConfig, when set by tests, replaces Kubeconfig.
-	restConfig *rest.Config
 }
 
-// Complete fills in the defaults.
-func (o *Options) Complete() {
+// AddFlags binds a flag to each field an operator sets, with the field's
+// default as the flag's. cmd adds the environment and the --config file on
+// top, through these same flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.NodeName, "node-name", "", "Node whose pods the agent watches and writes (default $NODE_NAME)")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", serve.KubeconfigUsage)
+	fs.StringVar(&o.ListenAddress, "listen-address", DefaultListenAddress, "Address serving /metrics, /healthz and /readyz")
+	fs.StringVar(&o.WebConfigFile, serve.WebConfigFlag, "", serve.WebConfigUsage)
+	fs.StringVar(&o.StableConditionType, "stable-condition-type", DefaultStableConditionType, "Type of the condition set once a pod has been Ready for minReadySeconds without a container restart")
+	fs.StringVar(&o.ProbeConditionType, "probe-condition-type", DefaultProbeConditionType, "Type of the readiness gate condition written from the probe in a pod's "+probe.Annotation+" annotation")
+	fs.DurationVar(&o.MinProbePeriod, "min-probe-period", DefaultMinProbePeriod, "Shortest period and timeout a readiness probe may ask for")
+	fs.IntVar(&o.MaxProbeWorkers, "max-probe-workers", DefaultMaxProbeWorkers, "Most pods probed at once; a pod beyond it gets a Warning Event and waits for a free worker")
+}
+
+// setDefaults fills in the defaults; New calls it once.
+func (o *Options) setDefaults() {
 	if o.ListenAddress == "" {
 		o.ListenAddress = DefaultListenAddress
 	}
@@ -113,9 +122,9 @@ func (o *Options) Complete() {
 	}
 }
 
-// Validate reports every invalid option at once, so an operator fixes them
-// in one go.
-func (o *Options) Validate() error {
+// validate reports every invalid option at once, so an operator fixes them
+// in one go; New calls it once, after setDefaults.
+func (o *Options) validate() error {
 	var errs []error
 	if o.NodeName == "" {
 		errs = append(errs, ErrNoNodeName)

@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
-func TestComplete(t *testing.T) {
-	o := &Options{NodeName: "node-a"}
-	o.Complete()
+func TestDefaults(t *testing.T) {
+	a, err := New(Options{NodeName: "node-a"})
+	require.NoError(t, err)
+	o := a.Options()
 	assert.Equal(t, ":8081", o.ListenAddress)
 	assert.Equal(t, "podslo.io/Stable", o.StableConditionType)
 	assert.Equal(t, 5*time.Second, o.ShutdownTimeout)
@@ -19,7 +21,6 @@ func TestComplete(t *testing.T) {
 	assert.Equal(t, 100*time.Millisecond, o.MinProbePeriod)
 	assert.Equal(t, 110, o.MaxProbeWorkers)
 	assert.NotNil(t, o.Logger)
-	assert.NoError(t, o.Validate())
 }
 
 func TestValidate(t *testing.T) {
@@ -90,8 +91,7 @@ func TestValidate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			o := tc.opts
 			o.Logger = slog.New(slog.DiscardHandler)
-			o.Complete()
-			err := o.Validate()
+			_, err := New(o)
 			assert.EqualError(t, err, tc.want)
 			assert.Equal(t, tc.opts.NodeName == "", errors.Is(err, ErrNoNodeName))
 		})

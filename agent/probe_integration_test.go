@@ -304,9 +304,9 @@ func TestReadinessGateProbesOnRealAPIServer(t *testing.T) {
 	ctx := context.Background()
 	createNode(t, c, "node-a")
 	const ns = "gates"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	g := watchGates(t, c, ns)
-	url := startAgent(t, Options{NodeName: "node-a", restConfig: env.Config})
+	url := startAgent(t, Options{NodeName: "node-a"}, WithRestConfig(env.Config))
 	// The servers live as long as the agent: a server stopped at the end
 	// of its subtest would flip its pod's gate during the next one.
 	whole := t
@@ -505,9 +505,9 @@ func TestProbeWorkerLimit(t *testing.T) {
 	ctx := context.Background()
 	createNode(t, c, "node-a")
 	const ns = "limited"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	g := watchGates(t, c, ns)
-	url := startAgent(t, Options{NodeName: "node-a", restConfig: env.Config, MaxProbeWorkers: 1})
+	url := startAgent(t, Options{NodeName: "node-a", MaxProbeWorkers: 1}, WithRestConfig(env.Config))
 
 	h := &healthServer{}
 	h.healthy.Store(true)

@@ -68,14 +68,14 @@ func TestSecurityBoundary(t *testing.T) {
 	ctx := context.Background()
 	createNode(t, admin, "node-a")
 	createNode(t, admin, "node-b")
-	createNamespace(t, admin, agentNamespace)
-	createNamespace(t, admin, "apps")
+	testenv.CreateNamespace(t, admin, agentNamespace, nil)
+	testenv.CreateNamespace(t, admin, "apps", nil)
 	applyShipped(t, admin)
 
-	agentA := createPod(t, admin, agentNamespace, podSpec{name: "podslo-agent-a", node: "node-a", serviceAccount: agentAccount})
-	webA := createPod(t, admin, "apps", podSpec{name: "web-a", node: "node-a"})
-	createPod(t, admin, "apps", podSpec{name: "web-b", node: "node-b"})
-	createPod(t, admin, "apps", podSpec{name: "probe-b", node: "node-b"})
+	agentA := testenv.CreatePod(t, admin, agentNamespace, testenv.PodSpec{Name: "podslo-agent-a", Node: "node-a", ServiceAccount: agentAccount})
+	webA := testenv.CreatePod(t, admin, "apps", testenv.PodSpec{Name: "web-a", Node: "node-a"})
+	testenv.CreatePod(t, admin, "apps", testenv.PodSpec{Name: "web-b", Node: "node-b"})
+	testenv.CreatePod(t, admin, "apps", testenv.PodSpec{Name: "probe-b", Node: "node-b"})
 	tokenA := agentToken(t, env, agentA)
 	asAgentA := testenv.ClientFor(t, tokenA)
 
@@ -147,7 +147,7 @@ func TestSecurityBoundary(t *testing.T) {
 
 	t.Run("the agent runs on its shipped permissions", func(t *testing.T) {
 		rec := record(t, admin, "apps")
-		url := startAgent(t, Options{NodeName: "node-a", restConfig: tokenA})
+		url := startAgent(t, Options{NodeName: "node-a"}, WithRestConfig(tokenA))
 		ready := now()
 		kubelet(t, admin, webA, kubeletStatus{ready: true, readySince: ready})
 		// First the condition the policy test wrote, then the agent's.
@@ -163,8 +163,8 @@ func TestSecurityBoundary(t *testing.T) {
 		// The token says node-a; the flag says node-b. The field selector
 		// hands the agent node-b's pods, the local check passes, and the
 		// policy is what stops the write.
-		url := startAgent(t, Options{NodeName: "node-b", restConfig: tokenA})
-		fresh := createPod(t, admin, "apps", podSpec{name: "fresh-b", node: "node-b"})
+		url := startAgent(t, Options{NodeName: "node-b"}, WithRestConfig(tokenA))
+		fresh := testenv.CreatePod(t, admin, "apps", testenv.PodSpec{Name: "fresh-b", Node: "node-b"})
 		kubelet(t, admin, fresh, kubeletStatus{ready: true, readySince: now()})
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.GreaterOrEqual(c, scrape(c, url).writes[resultForbidden], float64(1))

@@ -18,7 +18,7 @@ import (
 func TestTLSOnRealAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	wc := testenv.WriteWebConfig(t, map[string]string{"prometheus": "s3cret"})
-	addr := runAgent(t, Options{NodeName: "node-a", restConfig: env.Config, WebConfigFile: wc.Path})
+	addr := runAgent(t, Options{NodeName: "node-a", WebConfigFile: wc.Path}, WithRestConfig(env.Config))
 	base := "https://" + addr
 
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -24,8 +24,9 @@ var errNotRun = errors.New("captured, not run")
 func parse(t *testing.T, args ...string) (*exporter.Options, error) {
 	t.Helper()
 	var got *exporter.Options
-	root := newRoot(&bytes.Buffer{}, func(_ context.Context, o *exporter.Options) error {
-		got = o
+	root := newRoot(&bytes.Buffer{}, func(_ context.Context, e *exporter.Exporter) error {
+		o := e.Options()
+		got = &o
 		return errNotRun
 	})
 	root.SetArgs(args)
@@ -84,8 +85,9 @@ func TestPrecedence(t *testing.T) {
 func parseAgent(t *testing.T, args ...string) (*agent.Options, error) {
 	t.Helper()
 	var got *agent.Options
-	cmd := newAgentCommand(&bytes.Buffer{}, func(_ context.Context, o *agent.Options) error {
-		got = o
+	cmd := newAgentCommand(&bytes.Buffer{}, func(_ context.Context, a *agent.Agent) error {
+		o := a.Options()
+		got = &o
 		return errNotRun
 	})
 	cmd.SetArgs(args)
@@ -191,6 +193,10 @@ func TestStrictValuesFromEverySource(t *testing.T) {
 			`--sandbox-creation-timeout must be a whole number of seconds (condition times have one-second precision), got 1.5s`},
 		{"flag state-min-free", nil, []string{"--state-min-free=-1Mi"},
 			`--state-min-free must not be negative, got -1048576`},
+		{"flag state-min-free not a quantity", nil, []string{"--state-min-free=lots"},
+			`invalid argument "lots" for "--state-min-free" flag: want a quantity of bytes, such as "64Mi"`},
+		{"env state-min-free not a quantity", map[string]string{"PODSLO_STATE_MIN_FREE": "lots"}, nil,
+			`PODSLO_STATE_MIN_FREE: "lots" is not a quantity of bytes, such as "64Mi"`},
 		{"two bad values at once", map[string]string{"PODSLO_PER_POD_METRICS": "1", "PODSLO_MAX_OBSERVATION_AGE": "60"}, nil,
 			"PODSLO_PER_POD_METRICS: \"1\" is not true or false\nPODSLO_MAX_OBSERVATION_AGE: \"60\" is not a duration with a unit, such as \"90s\" or \"1h\""},
 	}
@@ -222,4 +228,42 @@ func TestStrictValuesThatParse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, int64(1e9), o.StateMinFree)
 	assert.True(t, *o.PerPodMetrics)
+}
+
+// TestRepeatableFlagsTakeCommas: a repeatable flag splits at commas in
+// every source, as the environment and the file do.
+func TestRepeatableFlagsTakeCommas(t *testing.T) {
+	o, err := parse(t, "exporter", "--pod-label", "app, team", "--pod-label", "tier,", "--sandbox-condition-types", " PodHasNetwork ,")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"app", "team", "tier"}, o.PodLabels)
+	assert.Equal(t, []string{"PodHasNetwork"}, o.SandboxConditionTypes)
+}
+
+// TestAgentSources: the agent's flags take the environment and the file as
+// the exporter's do; NODE_NAME comes after all of them.
+func TestAgentSources(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "agent.yaml")
+	require.NoError(t, os.WriteFile(cfg, []byte("max-probe-workers: 7\nmin-probe-period: 250ms\n"), 0o600))
+	t.Setenv("NODE_NAME", "node-from-downward-api")
+	t.Setenv("PODSLO_MAX_PROBE_WORKERS", "9")
+	a, err := parseAgent(t, "--config", cfg)
+	require.NoError(t, err)
+	assert.Equal(t, "node-from-downward-api", a.NodeName)
+	assert.Equal(t, 9, a.MaxProbeWorkers, "env beats file")
+	assert.Equal(t, 250*time.Millisecond, a.MinProbePeriod, "file")
+	assert.Equal(t, ":8081", a.ListenAddress, "default")
+
+	t.Setenv("PODSLO_NODE_NAME", "node-b")
+	a, err = parseAgent(t)
+	require.NoError(t, err)
+	assert.Equal(t, "node-b", a.NodeName, "PODSLO_NODE_NAME beats NODE_NAME")
+
+	t.Setenv("PODSLO_MAX_PROBE_WORKERS", "010")
+	a, err = parseAgent(t)
+	require.NoError(t, err)
+	assert.Equal(t, 10, a.MaxProbeWorkers, "decimal, not octal")
+
+	t.Setenv("PODSLO_MAX_PROBE_WORKERS", "many")
+	_, err = parseAgent(t)
+	assert.EqualError(t, err, `PODSLO_MAX_PROBE_WORKERS: "many" is not a whole number`)
 }

@@ -1,4 +1,5 @@
-// Package cmd holds podslo's command line: cobra commands whose flags,
-// PODSLO_* environment variables and --config file are merged by viper into
-// each component's Options.
+// Package cmd holds podslo's command line: cobra commands whose flags each
+// component binds to its Options (AddFlags), and which take the PODSLO_*
+// environment variables and the --config file, read with viper, strictly,
+// for every flag the command line leaves alone.
 package cmd

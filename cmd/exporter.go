@@ -9,35 +9,18 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/podslo/podslo/exporter"
-	"github.com/podslo/podslo/informers"
-	"github.com/podslo/podslo/lifecycle"
 )
 
-func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Options) error) *cobra.Command {
+func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Exporter) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exporter",
 		Short: "Export pod lifecycle SLIs from the cluster's pods to Prometheus",
 		Args:  cobra.NoArgs,
 	}
+	var opts exporter.Options
 	fs := cmd.Flags()
 	addCommonFlags(fs)
-	fs.String("listen-address", exporter.DefaultListenAddress, "Address serving the landing page on /, /api/v1/classes, /metrics, /healthz and /readyz")
-	addWebConfigFlag(fs)
-	fs.String("dashboards-url", exporter.DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
-	fs.String("state-dir", exporter.DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
-	fs.String("state-min-free", "64Mi", "Free space the state filesystem must keep for a state write to go ahead (a quantity, e.g. 64Mi); below it writes wait and podslo_store_writable is 0")
-	fs.Bool("per-pod-metrics", true, "Export per-pod series")
-	fs.StringArray("pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
-	fs.StringArray("histogram-label", nil, "Extra histogram dimension NAME=label:KEY or NAME=annotation:KEY (repeatable)")
-	fs.Duration("max-observation-age", lifecycle.DefaultMaxObservationAge, "A first event older than this when first seen is remembered but not observed")
-	fs.Duration("sandbox-creation-timeout", lifecycle.DefaultSandboxCreationTimeout, "A scheduled pod whose first sandbox is not ready after this long counts once as a creation timeout")
-	fs.String("stable-condition-type", string(lifecycle.DefaultStableConditionType), "Pod condition podslo agent writes once a pod is stable; the exporter observes it")
-	fs.String("user-error-event-regex", informers.DefaultUserErrorEventRegex, "FailedMount event messages matching this regular expression mark the pod as a user error, left out of the sandbox SLIs")
-	fs.Bool("networkpolicies", true, "Watch NetworkPolicies and export their KEP-2136 minVersion and conditions (needs get/list/watch on networking.k8s.io networkpolicies)")
-	fs.String("network-plugin-profile", "", "YAML file saying what the network plugin implements (docs/networkpolicy.md); without it, NetworkPolicy support is not judged")
-	fs.Bool("networkpolicy-target-pods", false, "Export how many pods each NetworkPolicy selects; keeps every label of every pod (about 0.5 KB per pod)")
-	fs.StringSlice("sandbox-condition-types", []string{"PodReadyToStartContainers", "PodHasNetwork"}, "Pod condition types that mark a ready sandbox; the first present wins")
-
+	opts.AddFlags(fs)
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		c, err := bindConfig(cmd)
 		if err != nil {
@@ -47,40 +30,24 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 		if err != nil {
 			return err
 		}
-		perPod := c.boolean("per-pod-metrics")
-		opts := &exporter.Options{
-			Kubeconfig:             c.str("kubeconfig"),
-			ListenAddress:          c.str("listen-address"),
-			WebConfigFile:          c.str("web.config.file"),
-			DashboardsURL:          c.str("dashboards-url"),
-			StateDir:               c.str("state-dir"),
-			StateMinFree:           c.quantity("state-min-free"),
-			PerPodMetrics:          &perPod,
-			PodLabels:              c.list("pod-label"),
-			HistogramLabels:        c.list("histogram-label"),
-			MaxObservationAge:      c.duration("max-observation-age"),
-			SandboxConditionTypes:  c.list("sandbox-condition-types"),
-			SandboxCreationTimeout: c.duration("sandbox-creation-timeout"),
-			UserErrorEventRegex:    c.str("user-error-event-regex"),
-			StableConditionType:    c.str("stable-condition-type"),
-			Logger:                 log,
-		}
-		netpols := c.boolean("networkpolicies")
-		opts.NetworkPolicies, opts.NetworkPluginProfile, opts.NetworkPolicyTargetPods = &netpols, c.str("network-plugin-profile"), c.boolean("networkpolicy-target-pods")
 		if err := c.err(); err != nil {
 			return err
 		}
 		// Zero would silently become the default.
-		for key, d := range map[string]time.Duration{"max-observation-age": opts.MaxObservationAge, "sandbox-creation-timeout": opts.SandboxCreationTimeout} {
-			if d == 0 {
-				return fmt.Errorf("--%s must be at least 1s, got 0s", key)
+		for _, d := range []struct {
+			key   string
+			value time.Duration
+		}{{"max-observation-age", opts.MaxObservationAge}, {"sandbox-creation-timeout", opts.SandboxCreationTimeout}} {
+			if d.value == 0 {
+				return fmt.Errorf("--%s must be at least 1s, got 0s", d.key)
 			}
 		}
-		opts.Complete()
-		if err := opts.Validate(); err != nil {
+		opts.Logger = log
+		e, err := exporter.New(opts)
+		if err != nil {
 			return err
 		}
-		return run(cmd.Context(), opts)
+		return run(cmd.Context(), e)
 	}
 	return cmd
 }

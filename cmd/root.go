@@ -17,12 +17,12 @@ import (
 
 // NewRoot returns the podslo command with its subcommands.
 func NewRoot(stderr io.Writer) *cobra.Command {
-	return newRoot(stderr, func(ctx context.Context, o *exporter.Options) error { return o.Start(ctx) })
+	return newRoot(stderr, func(ctx context.Context, e *exporter.Exporter) error { return e.Start(ctx) })
 }
 
 // newRoot takes what each subcommand runs, so tests can see the merged
 // options without starting anything.
-func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Options) error) *cobra.Command {
+func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Exporter) error) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "podslo",
 		Short:         "Service level indicators for Kubernetes pod start-up and tear-down",
@@ -41,32 +41,39 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Optio
 
 func addCommonFlags(fs *pflag.FlagSet) {
 	fs.String("config", "", "YAML file with flag values, keyed by flag name")
-	fs.String("kubeconfig", "", "Path of a kubeconfig file (default: in-cluster configuration)")
 	fs.String("log-level", "info", "Log level: debug, info, warn or error")
 	fs.String("log-format", "text", "Log format: text or json")
 }
 
-// addWebConfigFlag binds --web.config.file beside --listen-address, under the
-// name node_exporter and kube-state-metrics give it.
-func addWebConfigFlag(fs *pflag.FlagSet) {
-	fs.String("web.config.file", "", "exporter-toolkit web config file (TLS, basic auth), as for node_exporter; it guards every path of --listen-address, /healthz and /readyz included, so probe over TCP, or over HTTPS without basic auth. Read again on each connection and request. Empty: plain HTTP")
+// logger builds the logger --log-level and --log-format ask for.
+func (c *config) logger(w io.Writer) (*slog.Logger, error) {
+	level, err := c.flags.GetString("log-level")
+	if err != nil {
+		return nil, err
+	}
+	format, err := c.flags.GetString("log-format")
+	if err != nil {
+		return nil, err
+	}
+	return newLogger(w, level, format)
 }
 
-// logger builds the slog logger and sends klog's output (client-go's) to it.
-func (c *config) logger(w io.Writer) (*slog.Logger, error) {
+// newLogger builds the slog logger and sends klog's output (client-go's) to
+// it.
+func newLogger(w io.Writer, levelName, format string) (*slog.Logger, error) {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.str("log-level"))); err != nil {
+	if err := level.UnmarshalText([]byte(levelName)); err != nil {
 		return nil, fmt.Errorf("--log-level: %w", err)
 	}
 	hopts := &slog.HandlerOptions{Level: level}
 	var h slog.Handler
-	switch f := c.str("log-format"); f {
+	switch format {
 	case "text":
 		h = slog.NewTextHandler(w, hopts)
 	case "json":
 		h = slog.NewJSONHandler(w, hopts)
 	default:
-		return nil, fmt.Errorf("--log-format %q: want text or json", f)
+		return nil, fmt.Errorf("--log-format %q: want text or json", format)
 	}
 	log := slog.New(h)
 	klog.SetSlogLogger(log)

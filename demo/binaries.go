@@ -31,9 +31,9 @@ var binaries = []binary{
 // binDirs resolves the default binary directories as the Makefile does:
 // versioned by the modules that pin them, so that a version bump builds
 // anew and nothing is built twice.
-func (o *Options) binDirs() error {
-	if o.BinDir == "" {
-		v, err := moduleVersion(filepath.Join(o.SourceDir, "hack", "tools", "go.mod"), "k8s.io/kubernetes")
+func (d *Demo) binDirs() error {
+	if d.opts.BinDir == "" {
+		v, err := moduleVersion(filepath.Join(d.opts.SourceDir, "hack", "tools", "go.mod"), "k8s.io/kubernetes")
 		if err != nil {
 			return err
 		}
@@ -41,14 +41,14 @@ func (o *Options) binDirs() error {
 		if err != nil {
 			return fmt.Errorf("find the binary cache: %w", err)
 		}
-		o.BinDir = filepath.Join(cache, "podslo", "testbin", v)
+		d.opts.BinDir = filepath.Join(cache, "podslo", "testbin", v)
 	}
-	if o.KwokBinDir == "" {
-		v, err := moduleVersion(filepath.Join(o.SourceDir, "hack", "kwok", "go.mod"), "sigs.k8s.io/kwok")
+	if d.opts.KwokBinDir == "" {
+		v, err := moduleVersion(filepath.Join(d.opts.SourceDir, "hack", "kwok", "go.mod"), "sigs.k8s.io/kwok")
 		if err != nil {
 			return err
 		}
-		o.KwokBinDir = filepath.Join(o.BinDir, "kwok-"+v)
+		d.opts.KwokBinDir = filepath.Join(d.opts.BinDir, "kwok-"+v)
 	}
 	return nil
 }
@@ -65,31 +65,31 @@ func moduleVersion(gomod, module string) (string, error) {
 	return string(m[1]), nil
 }
 
-func (o *Options) path(b binary) string {
+func (d *Demo) path(b binary) string {
 	if b.kwok {
-		return filepath.Join(o.KwokBinDir, b.name)
+		return filepath.Join(d.opts.KwokBinDir, b.name)
 	}
-	return filepath.Join(o.BinDir, b.name)
+	return filepath.Join(d.opts.BinDir, b.name)
 }
 
 // ensureBinaries builds the missing binaries, each with a progress bar:
 // a first run compiles a control plane from source, several minutes on a
 // small machine.
-func (o *Options) ensureBinaries(ctx context.Context) error {
+func (d *Demo) ensureBinaries(ctx context.Context) error {
 	for _, b := range binaries {
-		out := o.path(b)
+		out := d.path(b)
 		if _, err := os.Stat(out); err == nil {
 			continue
 		}
-		if err := o.build(ctx, b, out); err != nil {
+		if err := d.build(ctx, b, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (o *Options) build(ctx context.Context, b binary, out string) error {
-	dir := filepath.Join(o.SourceDir, b.module)
+func (d *Demo) build(ctx context.Context, b binary, out string) error {
+	dir := filepath.Join(d.opts.SourceDir, b.module)
 	// The bar counts packages: go build -v names each one it compiles, and
 	// go list -deps says how many there can be (cached ones are not named,
 	// so a warm build ends early and jumps to 100%).
@@ -99,7 +99,7 @@ func (o *Options) build(ctx context.Context, b binary, out string) error {
 	if err != nil {
 		return fmt.Errorf("list the packages of %s: %w", b.name, err)
 	}
-	bar := newProgress(o.Out, "building "+b.name, bytes.Count(deps, []byte("\n")))
+	bar := newProgress(d.opts.Out, "building "+b.name, bytes.Count(deps, []byte("\n")))
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return fmt.Errorf("build %s: %w", b.name, err)
 	}

@@ -29,20 +29,20 @@ type cluster struct {
 
 // startCluster runs `kwokctl create cluster` with podslo's stages and the
 // local binaries: nothing is downloaded.
-func (o *Options) startCluster(ctx context.Context, workdir string) (*cluster, error) {
-	c := &cluster{kwokctl: filepath.Join(o.KwokBinDir, "kwokctl"), workdir: workdir}
-	kwok := filepath.Join(o.SourceDir, "deploy", "kwok")
+func (d *Demo) startCluster(ctx context.Context, workdir string) (*cluster, error) {
+	c := &cluster{kwokctl: filepath.Join(d.opts.KwokBinDir, "kwokctl"), workdir: workdir}
+	kwok := filepath.Join(d.opts.SourceDir, "deploy", "kwok")
 	args := []string{"--name", clusterName,
 		"--config", filepath.Join(kwok, "kwokctl.yaml"),
 		"--config", filepath.Join(kwok, "node-stages.yaml"),
 		"--config", filepath.Join(kwok, "pod-stages.yaml"),
 		// An empty --kubeconfig leaves ~/.kube/config alone.
 		"create", "cluster", "--kubeconfig", "",
-		"--etcd-binary", filepath.Join(o.BinDir, "etcd"),
-		"--kube-apiserver-binary", filepath.Join(o.BinDir, "kube-apiserver"),
-		"--kube-controller-manager-binary", filepath.Join(o.BinDir, "kube-controller-manager"),
-		"--kube-scheduler-binary", filepath.Join(o.BinDir, "kube-scheduler"),
-		"--kwok-controller-binary", filepath.Join(o.KwokBinDir, "kwok"),
+		"--etcd-binary", filepath.Join(d.opts.BinDir, "etcd"),
+		"--kube-apiserver-binary", filepath.Join(d.opts.BinDir, "kube-apiserver"),
+		"--kube-controller-manager-binary", filepath.Join(d.opts.BinDir, "kube-controller-manager"),
+		"--kube-scheduler-binary", filepath.Join(d.opts.BinDir, "kube-scheduler"),
+		"--kwok-controller-binary", filepath.Join(d.opts.KwokBinDir, "kwok"),
 	}
 	if err := c.run(ctx, args...); err != nil {
 		// A half-created cluster has processes running already.

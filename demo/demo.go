@@ -17,23 +17,58 @@ import (
 	"github.com/podslo/podslo/internal/classtable"
 )
 
+// Demo is a local kwok cluster with a workload, the exporter, one agent per
+// node and optionally Prometheus. New builds it, Start runs it.
+type Demo struct {
+	// opts are the options with their defaults, validated.
+	opts Options
+
+	// ready is the seam of WithReady.
+	ready func(Endpoints)
+}
+
+// Option changes how New builds the demo. These are seams for tests and for
+// programs that embed the demo; the command line sets none of them.
+type Option func(*Demo)
+
+// WithReady calls ready once everything runs, with the addresses of what
+// runs: a test learns there where to send its requests.
+func WithReady(ready func(Endpoints)) Option {
+	return func(d *Demo) { d.ready = ready }
+}
+
+// New applies the defaults to opts and validates them, once, and returns
+// the demo they describe. It starts and builds nothing: Start does.
+func New(opts Options, with ...Option) (*Demo, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	d := &Demo{opts: opts}
+	for _, w := range with {
+		w(d)
+	}
+	return d, nil
+}
+
+// Options returns the options the demo runs with, defaults applied.
+func (d *Demo) Options() Options { return d.opts }
+
 // Start runs the demo until ctx ends, then tears everything down: the
 // exporter and agents, Prometheus, the kwok cluster's processes, and the
 // temporary directory that held the cluster, the state and Prometheus'
-// data. It returns the first error that stopped it early.
-func (o *Options) Start(ctx context.Context) (err error) {
-	o.Complete()
-	if err := o.Validate(); err != nil {
+// data. It returns the first error that stopped it early. Start runs a
+// demo once.
+func (d *Demo) Start(ctx context.Context) (err error) {
+	o := &d.opts
+	if err := d.binDirs(); err != nil {
 		return err
 	}
-	if err := o.binDirs(); err != nil {
-		return err
-	}
-	if err := o.ensureBinaries(ctx); err != nil {
+	if err := d.ensureBinaries(ctx); err != nil {
 		return err
 	}
 	log := o.Logger
-	o.reapStale(log)
+	d.reapStale(log)
 	dir, err := os.MkdirTemp("", "podslo-demo-")
 	if err != nil {
 		return fmt.Errorf("create the demo's directory: %w", err)
@@ -53,7 +88,7 @@ func (o *Options) Start(ctx context.Context) (err error) {
 	}
 	bar := newProgress(o.Out, "starting the cluster", len(steps))
 	log.Info("Starting the kwok cluster", "dir", dir, "binDir", o.BinDir, "kwokBinDir", o.KwokBinDir)
-	cl, err := o.startCluster(ctx, dir)
+	cl, err := d.startCluster(ctx, dir)
 	if err != nil {
 		return err
 	}
@@ -91,7 +126,10 @@ func (o *Options) Start(ctx context.Context) (err error) {
 		}
 	}()
 	ep := Endpoints{Kubeconfig: cl.kubeconfig, Exporter: o.ListenAddress}
-	exp := &exporter.Options{Kubeconfig: cl.kubeconfig, ListenAddress: o.ListenAddress, StateDir: dir + "/state", Logger: log.With("component", "exporter")}
+	exp, err := exporter.New(exporter.Options{Kubeconfig: cl.kubeconfig, ListenAddress: o.ListenAddress, StateDir: dir + "/state", Logger: log.With("component", "exporter")})
+	if err != nil {
+		return fmt.Errorf("exporter: %w", err)
+	}
 	wg.Go(func() {
 		if err := exp.Start(run); err != nil {
 			errs <- fmt.Errorf("exporter: %w", err)
@@ -103,7 +141,10 @@ func (o *Options) Start(ctx context.Context) (err error) {
 	for i := range o.Nodes {
 		addr := net.JoinHostPort(host, strconv.Itoa(first+i))
 		ep.Agents = append(ep.Agents, addr)
-		ag := &agent.Options{NodeName: NodeName(i), Kubeconfig: cl.kubeconfig, ListenAddress: addr, Logger: log.With("component", "agent")}
+		ag, err := agent.New(agent.Options{NodeName: NodeName(i), Kubeconfig: cl.kubeconfig, ListenAddress: addr, Logger: log.With("component", "agent")})
+		if err != nil {
+			return fmt.Errorf("agent of %s: %w", NodeName(i), err)
+		}
 		wg.Go(func() {
 			if err := ag.Start(run); err != nil {
 				errs <- fmt.Errorf("agent of %s: %w", NodeName(i), err)
@@ -116,7 +157,7 @@ func (o *Options) Start(ctx context.Context) (err error) {
 	}
 	bar.add(1)
 	if o.Prometheus {
-		prom, err := o.startPrometheus(run, dir+"/prometheus", ep.Agents)
+		prom, err := d.startPrometheus(run, dir+"/prometheus", ep.Agents)
 		if err != nil {
 			return err
 		}
@@ -126,11 +167,11 @@ func (o *Options) Start(ctx context.Context) (err error) {
 	}
 	bar.finish()
 	log.Info("Demo running", "kubeconfig", ep.Kubeconfig, "exporter", ep.Exporter, "agents", ep.Agents, "prometheus", ep.Prometheus)
-	if o.Ready != nil {
-		o.Ready(ep)
+	if d.ready != nil {
+		d.ready(ep)
 	}
 	wg.Go(func() { churn(run, cl.client, o.Workload.namespace(), o.ChurnInterval) })
-	o.liveTable(run, ep)
+	d.liveTable(run, ep)
 	return nil
 }
 
@@ -156,7 +197,8 @@ func waitReady(ctx context.Context, addrs []string) error {
 // liveTable redraws the exporter's per-class table until ctx ends. It
 // reads /api/v1/classes as any client would: the demo has no back door
 // into the exporter.
-func (o *Options) liveTable(ctx context.Context, ep Endpoints) {
+func (d *Demo) liveTable(ctx context.Context, ep Endpoints) {
+	o := &d.opts
 	tty := isTerminal(o.Out)
 	ticker := time.NewTicker(o.Refresh)
 	defer ticker.Stop()

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 // Defaults of Options.
@@ -61,9 +63,6 @@ type Options struct {
 	// Refresh is how often the live table is redrawn. Default
 	// DefaultRefresh.
 	Refresh time.Duration
-	// Ready, when set, is called once everything runs, with the addresses
-	// of what runs: tests use it.
-	Ready func(Endpoints)
 	// Logger receives the logs of the demo, the exporter and the agents.
 	// Default: discard (the table is the demo's output).
 	Logger *slog.Logger
@@ -78,8 +77,21 @@ type Endpoints struct {
 	Prometheus string
 }
 
-// Complete fills in the defaults.
-func (o *Options) Complete() {
+// AddFlags binds a flag to each field an operator sets, with the field's
+// default as the flag's.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.SourceDir, "source-dir", ".", "podslo's source tree (deploy/kwok, alerts/, hack/)")
+	fs.IntVar(&o.Nodes, "nodes", DefaultNodes, "Number of kwok nodes; one agent runs for each")
+	fs.DurationVar(&o.ChurnInterval, "churn-interval", DefaultChurnInterval, "How often a pod is deleted and replaced; negative turns churn off")
+	fs.StringVar(&o.ListenAddress, "listen-address", DefaultListenAddress, "The exporter's address (/, /metrics, /healthz, /readyz)")
+	fs.StringVar(&o.AgentListenAddress, "agent-listen-address", DefaultAgentListenAddress, "The first agent's address; the others take the next ports")
+	fs.BoolVar(&o.Prometheus, "prometheus", false, "Also run Prometheus, scraping the exporter and the agents, with podslo's rules")
+	fs.StringVar(&o.PrometheusBinary, "prometheus-binary", "prometheus", "Prometheus binary (Debian: apt-get install prometheus)")
+	fs.StringVar(&o.PrometheusListenAddress, "prometheus-listen-address", DefaultPrometheusListenAddress, "Prometheus' address")
+}
+
+// setDefaults fills in the defaults; New calls it once.
+func (o *Options) setDefaults() {
 	if o.SourceDir == "" {
 		o.SourceDir = "."
 	}
@@ -121,8 +133,9 @@ func (o *Options) Complete() {
 	}
 }
 
-// Validate reports every invalid option at once.
-func (o *Options) Validate() error {
+// validate reports every invalid option at once; New calls it once, after
+// setDefaults.
+func (o *Options) validate() error {
 	var errs []error
 	if _, err := os.Stat(filepath.Join(o.SourceDir, "deploy", "kwok", "pod-stages.yaml")); err != nil {
 		errs = append(errs, fmt.Errorf("--source-dir %q is not podslo's source tree: %w", o.SourceDir, err))

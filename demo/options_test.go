@@ -48,9 +48,7 @@ func TestValidate(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := tc.opts
-			o.Complete()
-			err := o.Validate()
+			_, err := New(tc.opts)
 			if tc.want == "" {
 				assert.NoError(t, err)
 				return
@@ -97,8 +95,8 @@ func TestReapStale(t *testing.T) {
 		require.NoError(t, os.MkdirAll(filepath.Join(tmp, name, "clusters"), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(tmp, name, ownerFile), []byte(strconv.Itoa(pid)), 0o644))
 	}
-	o := &Options{KwokBinDir: filepath.Join(tmp, "no-kwok")}
-	o.reapStale(slog.New(slog.DiscardHandler))
+	d := &Demo{opts: Options{KwokBinDir: filepath.Join(tmp, "no-kwok")}}
+	d.reapStale(slog.New(slog.DiscardHandler))
 	left, err := filepath.Glob(filepath.Join(tmp, "podslo-demo-*"))
 	require.NoError(t, err)
 	assert.Equal(t, []string{filepath.Join(tmp, "podslo-demo-live")}, left)
@@ -111,9 +109,9 @@ func TestBuild(t *testing.T) {
 		t.Skip("links etcd")
 	}
 	var out bytes.Buffer
-	o := &Options{SourceDir: "..", Out: &out}
+	d := &Demo{opts: Options{SourceDir: "..", Out: &out}}
 	bin := filepath.Join(t.TempDir(), "etcd")
-	require.NoError(t, o.build(t.Context(), binaries[0], bin))
+	require.NoError(t, d.build(t.Context(), binaries[0], bin))
 	info, err := os.Stat(bin)
 	require.NoError(t, err)
 	assert.NotZero(t, info.Mode()&0o100, "executable")

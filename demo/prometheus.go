@@ -39,17 +39,17 @@ type prometheus struct {
 }
 
 // startPrometheus runs Prometheus on the demo's targets until stop.
-func (o *Options) startPrometheus(ctx context.Context, dir string, agents []string) (*prometheus, error) {
+func (d *Demo) startPrometheus(ctx context.Context, dir string, agents []string) (*prometheus, error) {
 	quoted := make([]string, len(agents))
 	for i, a := range agents {
 		quoted[i] = fmt.Sprintf("%q", a)
 	}
-	rules, err := filepath.Abs(filepath.Join(o.SourceDir, "alerts"))
+	rules, err := filepath.Abs(filepath.Join(d.opts.SourceDir, "alerts"))
 	if err != nil {
 		return nil, fmt.Errorf("find the alert rules: %w", err)
 	}
 	cfg := fmt.Sprintf(prometheusConfig, filepath.Join(rules, "prometheus_rules.yaml"), filepath.Join(rules, "prometheus_alerts.yaml"),
-		o.ListenAddress, strings.Join(quoted, ", "))
+		d.opts.ListenAddress, strings.Join(quoted, ", "))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create Prometheus' directory: %w", err)
 	}
@@ -58,15 +58,15 @@ func (o *Options) startPrometheus(ctx context.Context, dir string, agents []stri
 		return nil, fmt.Errorf("write the Prometheus config: %w", err)
 	}
 	p := &prometheus{done: make(chan error, 1)}
-	p.cmd = exec.Command(o.PrometheusBinary, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+o.PrometheusListenAddress)
+	p.cmd = exec.Command(d.opts.PrometheusBinary, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+d.opts.PrometheusListenAddress)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start Prometheus (%s; Debian: apt-get install prometheus): %w", o.PrometheusBinary, err)
+		return nil, fmt.Errorf("start Prometheus (%s; Debian: apt-get install prometheus): %w", d.opts.PrometheusBinary, err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
-	url := "http://" + o.PrometheusListenAddress + "/-/ready"
+	url := "http://" + d.opts.PrometheusListenAddress + "/-/ready"
 	err = poll(ctx, time.Minute, func() (bool, error) {
 		select {
 		case err := <-p.done:

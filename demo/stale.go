@@ -22,7 +22,7 @@ func writeOwner(dir string) error {
 
 // reapStale deletes the clusters and directories of demos whose process is
 // gone.
-func (o *Options) reapStale(log *slog.Logger) {
+func (d *Demo) reapStale(log *slog.Logger) {
 	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "podslo-demo-*"))
 	for _, dir := range dirs {
 		raw, err := os.ReadFile(filepath.Join(dir, ownerFile))
@@ -33,7 +33,7 @@ func (o *Options) reapStale(log *slog.Logger) {
 		if err != nil || alive(pid) {
 			continue
 		}
-		c := &cluster{kwokctl: filepath.Join(o.KwokBinDir, "kwokctl"), workdir: dir}
+		c := &cluster{kwokctl: filepath.Join(d.opts.KwokBinDir, "kwokctl"), workdir: dir}
 		err = c.stop()
 		log.Warn("Deleted the cluster of a demo that died without tearing down", "dir", dir, "pid", pid, "err", err)
 		if err := os.RemoveAll(dir); err != nil {

@@ -78,14 +78,15 @@ func (w logWriter) Write(p []byte) (int, error) {
 func startDemo(t *testing.T, o demo.Options) demo.Endpoints {
 	t.Helper()
 	ready := make(chan demo.Endpoints, 1)
-	o.Ready = func(ep demo.Endpoints) { ready <- ep }
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	}
 	o.SourceDir = filepath.Join("..")
+	d, err := demo.New(o, demo.WithReady(func(ep demo.Endpoints) { ready <- ep }))
+	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- o.Start(ctx) }()
+	go func() { done <- d.Start(ctx) }()
 	var ep demo.Endpoints
 	select {
 	case ep = <-ready:

@@ -26,26 +26,15 @@ func TestAgentAndExporterTogether(t *testing.T) {
 	ctx := context.Background()
 	_, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
-	createNamespace(t, c, "stable")
+	testenv.CreateNamespace(t, c, "stable", nil)
 
-	agentCtx, stopAgent := context.WithCancel(context.Background())
-	agentDone := make(chan error, 1)
-	go func() {
-		agentDone <- (&agent.Options{NodeName: "node-a", Kubeconfig: env.Kubeconfig, ListenAddress: "127.0.0.1:0",
-			Logger: slog.New(slog.NewTextHandler(testWriter{t}, nil))}).Start(agentCtx)
-	}()
-	t.Cleanup(func() {
-		stopAgent()
-		select {
-		case err := <-agentDone:
-			assert.NoError(t, err, "agent stopped with an error")
-		case <-time.After(30 * time.Second):
-			t.Error("agent did not stop within 30s")
-		}
-	})
+	ag, err := agent.New(agent.Options{NodeName: "node-a", Kubeconfig: env.Kubeconfig, ListenAddress: "127.0.0.1:0",
+		Logger: slog.New(slog.NewTextHandler(testenv.TestWriter{T: t}, nil))})
+	require.NoError(t, err)
+	testenv.Run(t, "agent", ag.Start)
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
 
-	p := createPod(t, c, "stable", podSpec{name: "web", team: "a"})
+	p := testenv.CreatePod(t, c, "stable", podSpec{name: "web", team: "a"}.pod())
 	_, err = c.CoreV1().Pods("stable").Patch(ctx, "web", types.MergePatchType, []byte(`{"metadata":{"annotations":{"podslo.io/min-ready-seconds":"2"}}}`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	// Ready now, after the pod appeared (the agent never moves Stable's

@@ -66,18 +66,18 @@ func TestFullDisk(t *testing.T) {
 	state := filepath.Join(mnt, "state")
 	c := env.Client
 	const ns = "fulldisk"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	args := []string{"--kubeconfig", env.Kubeconfig, "--state-dir", state, "--state-min-free", "32Mi"}
 
 	first := startProcess(t, bin, args...)
 	base := time.Now().Add(-time.Minute).Truncate(time.Second)
 	// One pod observed before the disk fills: it must not count again.
-	z := createPod(t, c, ns, podSpec{name: "z", team: "a"})
+	z := testenv.CreatePod(t, c, ns, podSpec{name: "z", team: "a"}.pod())
 	kubelet(t, c, z, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
 	eventuallyValue(t, first.url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "z"}, 5)
 	free := testenv.Fill(t, mnt, 0)
 	for i, name := range []string{"a", "b", "c"} {
-		p := createPod(t, c, ns, podSpec{name: name, team: "a"})
+		p := testenv.CreatePod(t, c, ns, podSpec{name: name, team: "a"}.pod())
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(time.Duration(i+1)*time.Second)))
 	}
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {

@@ -3,6 +3,8 @@ package exporter
 import (
 	"context"
 	"fmt"
+	"net"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -10,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	podslocollectors "github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
@@ -20,19 +23,79 @@ import (
 	"github.com/podslo/podslo/store"
 )
 
+// Exporter is podslo's exporter: the watch, the pipeline, the store and
+// the HTTP server, built by New and run by Start.
+type Exporter struct {
+	// opts are the options with their defaults, validated.
+	opts            Options
+	histogramLabels []pipeline.HistogramLabel
+	conditionTypes  []corev1.PodConditionType
+
+	// Seams for tests and embedding programs; see Option.
+	listener             net.Listener
+	restConfig           *rest.Config
+	timeoutCheckInterval time.Duration
+}
+
+// Option changes how New builds the exporter. These are seams for tests and
+// for programs that embed the exporter; the command line sets none of them.
+type Option func(*Exporter)
+
+// WithListener serves on lis instead of listening on Options.ListenAddress:
+// a test passes a listener on a free port, and knows the address before the
+// exporter starts. The HTTP server closes it when it shuts down.
+func WithListener(lis net.Listener) Option {
+	return func(e *Exporter) { e.listener = lis }
+}
+
+// WithRestConfig talks to the API server with cfg instead of loading
+// Options.Kubeconfig or the in-cluster configuration.
+func WithRestConfig(cfg *rest.Config) Option {
+	return func(e *Exporter) { e.restConfig = cfg }
+}
+
+// WithTimeoutCheckInterval checks for sandbox creation timeouts every d
+// instead of every 5 s (pipeline.Options.TimeoutCheckInterval), so that a
+// test sees a short timeout counted soon after it passes.
+func WithTimeoutCheckInterval(d time.Duration) Option {
+	return func(e *Exporter) { e.timeoutCheckInterval = d }
+}
+
+// New applies the defaults to opts and validates them, once, and returns
+// the exporter they describe. It reads no cluster and opens no state:
+// Start does.
+func New(opts Options, with ...Option) (*Exporter, error) {
+	opts.setDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	histogramLabels, err := ParseHistogramLabels(opts.HistogramLabels)
+	if err != nil {
+		return nil, err
+	}
+	e := &Exporter{opts: opts, histogramLabels: histogramLabels, conditionTypes: conditionTypes(opts.SandboxConditionTypes)}
+	for _, w := range with {
+		w(e)
+	}
+	return e, nil
+}
+
+// Options returns the options the exporter runs with, defaults applied.
+func (e *Exporter) Options() Options { return e.opts }
+
 // Start runs the exporter until ctx ends, then shuts down the HTTP server,
 // stops the informers and closes the store. It returns the first error that
-// stopped it early.
-func (o *Options) Start(ctx context.Context) error {
-	o.Complete()
-	if err := o.Validate(); err != nil {
-		return err
-	}
+// stopped it early. Start runs an exporter once.
+func (e *Exporter) Start(ctx context.Context) error {
+	o := &e.opts
 	log := o.Logger
 
-	cfg, err := serve.RestConfig(o.Kubeconfig, "podslo/"+version.Version)
-	if err != nil {
-		return err
+	cfg := e.restConfig
+	if cfg == nil {
+		var err error
+		if cfg, err = serve.RestConfig(o.Kubeconfig, "podslo/"+version.Version); err != nil {
+			return err
+		}
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -52,7 +115,7 @@ func (o *Options) Start(ctx context.Context) error {
 		}
 	}()
 
-	histogramLabels, _ := ParseHistogramLabels(o.HistogramLabels) // validated above
+	histogramLabels := e.histogramLabels
 	labels := podslocollectors.Labels{Pod: o.PodLabels}
 	for _, h := range histogramLabels {
 		labels.Histogram = append(labels.Histogram, h.Name)
@@ -60,12 +123,12 @@ func (o *Options) Start(ctx context.Context) error {
 	events := podslocollectors.NewInformerEvents()
 	pipe, err := pipeline.New(st, pipeline.Options{
 		Lifecycle: lifecycle.Config{
-			SandboxConditionTypes:  o.conditionTypes(),
+			SandboxConditionTypes:  e.conditionTypes,
 			MaxObservationAge:      o.MaxObservationAge,
 			SandboxCreationTimeout: o.SandboxCreationTimeout,
 			StableConditionType:    corev1.PodConditionType(o.StableConditionType),
 		},
-		TimeoutCheckInterval: o.timeoutCheckInterval,
+		TimeoutCheckInterval: e.timeoutCheckInterval,
 		PodLabels:            o.PodLabels,
 		HistogramLabels:      histogramLabels,
 		Logger:               log.With("component", "pipeline"),
@@ -86,7 +149,7 @@ func (o *Options) Start(ctx context.Context) error {
 		}
 	}
 	watcher, err := informers.New(client, pipe, informers.Options{
-		SandboxConditionTypes: o.conditionTypes(),
+		SandboxConditionTypes: e.conditionTypes,
 		StableConditionType:   corev1.PodConditionType(o.StableConditionType),
 		PodLabels:             keepLabels,
 		PodAnnotations:        keepAnnotations,
@@ -111,7 +174,7 @@ func (o *Options) Start(ctx context.Context) error {
 	)
 	netpols.register(reg)
 
-	lis, err := serve.Listen(o.listener, o.ListenAddress)
+	lis, err := serve.Listen(e.listener, o.ListenAddress)
 	if err != nil {
 		return err
 	}

@@ -45,12 +45,6 @@ func patchStatus(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, patch ma
 	require.NoError(t, err)
 }
 
-func createNamespace(t *testing.T, c kubernetes.Interface, name string) {
-	t.Helper()
-	_, err := c.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-}
-
 func condAt(typ corev1.PodConditionType, status corev1.ConditionStatus, at time.Time) corev1.PodCondition {
 	return corev1.PodCondition{Type: typ, Status: status, LastTransitionTime: metav1.NewTime(at)}
 }
@@ -62,33 +56,14 @@ type podSpec struct {
 	ephemeral    map[string]string // volume name -> template class
 }
 
-func createPod(t *testing.T, c kubernetes.Interface, ns string, s podSpec) *corev1.Pod {
-	t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: s.name, Namespace: ns, Labels: map[string]string{"team": s.team, "app.kubernetes.io/name": s.name}},
-		Spec: corev1.PodSpec{
-			NodeName:   "node-a",
-			Containers: []corev1.Container{{Name: "c", Image: "registry.k8s.io/pause:3.10"}},
-		},
+// pod is what the tests' vocabulary means: a pod on node-a, labelled with
+// its team and with its name (the label the per-pod series copy).
+func (s podSpec) pod() testenv.PodSpec {
+	return testenv.PodSpec{
+		Name: s.name, Node: "node-a",
+		Labels:       map[string]string{"team": s.team, "app.kubernetes.io/name": s.name},
+		RuntimeClass: s.runtimeClass, Claims: s.claims, Ephemeral: s.ephemeral,
 	}
-	if s.runtimeClass != "" {
-		pod.Spec.RuntimeClassName = &s.runtimeClass
-	}
-	for _, claim := range s.claims {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "v-" + claim, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
-	}
-	for vol, class := range s.ephemeral {
-		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: vol, VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
-			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{
-				StorageClassName: &class,
-				AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-				Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: mustQuantity("1Gi")}},
-			}},
-		}}})
-	}
-	created, err := c.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return created
 }
 
 // fixtures creates what the class labels are resolved from: a RuntimeClass,
@@ -96,7 +71,7 @@ func createPod(t *testing.T, c kubernetes.Interface, ns string, s podSpec) *core
 func fixtures(t *testing.T, c kubernetes.Interface, ns string) {
 	t.Helper()
 	ctx := context.Background()
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	_, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "kata"}, Handler: "kata"}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	for name, isDefault := range map[string]bool{"fast": true, "slow": false} {
@@ -140,56 +115,28 @@ func fixtures(t *testing.T, c kubernetes.Interface, ns string) {
 
 // startExporter runs the exporter in this process until the test ends,
 // and returns its URL once /readyz says ready.
-func startExporter(t *testing.T, opts Options) string {
+func startExporter(t *testing.T, opts Options, with ...Option) string {
 	t.Helper()
-	url := "http://" + runExporter(t, opts)
+	url := "http://" + runExporter(t, opts, with...)
 	waitReady(t, url)
 	return url
 }
 
 // runExporter runs the exporter in this process until the test ends, and
 // returns the address it listens on.
-func runExporter(t *testing.T, opts Options) string {
+func runExporter(t *testing.T, opts Options, with ...Option) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	opts.listener = lis
 	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		opts.Logger = testenv.Logger(t)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- opts.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			assert.NoError(t, err, "exporter stopped with an error")
-		case <-time.After(30 * time.Second):
-			t.Error("exporter did not stop within 30s of cancel")
-		}
+	return testenv.RunComponent(t, "exporter", func(lis net.Listener) (testenv.Component, error) {
+		return New(opts, append(with, WithListener(lis))...)
 	})
-	return lis.Addr().String()
 }
 
 func waitReady(t *testing.T, url string) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 60*time.Second, 20*time.Millisecond, "exporter never became ready")
-}
-
-// testWriter sends logs to t.Log, so that they show only for failing tests.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
+	testenv.WaitReady(t, url, "exporter")
 }
 
 // logLines keeps every line the exporter logged, and sends them to t.Log,
@@ -298,7 +245,7 @@ func TestSandboxCreationOnRealAPIServer(t *testing.T) {
 	}
 	uids := map[string]types.UID{}
 	pod := func(s podSpec) *corev1.Pod {
-		p := createPod(t, c, ns, s)
+		p := testenv.CreatePod(t, c, ns, s.pod())
 		uids[s.name] = p.UID
 		return p
 	}

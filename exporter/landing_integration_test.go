@@ -73,7 +73,7 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "landing"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	for _, name := range []string{"runc", "kata", "gvisor"} {
 		_, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Handler: name}, metav1.CreateOptions{})
 		require.NoError(t, err)
@@ -94,12 +94,12 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 		return condAt(corev1.PodReadyToStartContainers, status, at)
 	}
 	observed := func(s podSpec, seconds int) *corev1.Pod {
-		p := createPod(t, c, ns, s)
+		p := testenv.CreatePod(t, c, ns, s.pod())
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base.Add(-time.Duration(seconds)*time.Second)), sandbox(corev1.ConditionTrue, base))
 		return p
 	}
 	pending := func(s podSpec) {
-		p := createPod(t, c, ns, s)
+		p := testenv.CreatePod(t, c, ns, s.pod())
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), sandbox(corev1.ConditionFalse, base))
 	}
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/testenv"
 )
 
 // renderedPage is what a reader sees of the landing page: the class table's
@@ -123,7 +124,7 @@ func landingServer(t *testing.T, table classtable.Table, ready bool, dashboards 
 		ready:      func() bool { return ready },
 		version:    "v1.2.3",
 		dashboards: dashboards,
-		log:        slog.New(slog.NewTextHandler(testWriter{t}, nil)),
+		log:        slog.New(slog.NewTextHandler(testenv.TestWriter{T: t}, nil)),
 	}
 	page.register(mux)
 	srv := httptest.NewServer(mux)

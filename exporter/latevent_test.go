@@ -21,10 +21,10 @@ func TestLateFailedMountDoesNotResurrectADeletedPod(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	const ns = "late"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
 
-	p := createPod(t, c, ns, podSpec{name: "gone", team: "a"})
+	p := testenv.CreatePod(t, c, ns, podSpec{name: "gone", team: "a"}.pod())
 	at := time.Now().Truncate(time.Second)
 	kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, at), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, at.Add(time.Second)))
 	eventuallyValue(t, url, "podslo_store_tracked_pods", nil, 1)
@@ -34,7 +34,7 @@ func TestLateFailedMountDoesNotResurrectADeletedPod(t *testing.T) {
 
 	// A live pod waiting for its sandbox, to mark the point where the late
 	// event has been handled: events are handled in order, one at a time.
-	blocked := createPod(t, c, ns, podSpec{name: "blocked", team: "a"})
+	blocked := testenv.CreatePod(t, c, ns, podSpec{name: "blocked", team: "a"}.pod())
 	kubelet(t, c, blocked, condAt(corev1.PodScheduled, corev1.ConditionTrue, at), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, at))
 	eventuallyValue(t, url, "podslo_store_tracked_pods", nil, 1)
 

@@ -153,7 +153,7 @@ func TestNetworkPoliciesOnRealAPIServer(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "np"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 
 	t.Run("CIDR problems the v1.36 server refuses", func(t *testing.T) {
 		for _, tc := range []struct {
@@ -174,7 +174,7 @@ func TestNetworkPoliciesOnRealAPIServer(t *testing.T) {
 	})
 
 	for _, p := range []podSpec{{name: "web-1", team: "a"}, {name: "web-2", team: "a"}, {name: "db", team: "b"}} {
-		createPod(t, c, ns, p)
+		testenv.CreatePod(t, c, ns, p.pod())
 	}
 	cases := npCases()
 	for _, tc := range cases {
@@ -205,7 +205,7 @@ func TestNetworkPoliciesOnRealAPIServer(t *testing.T) {
 	})
 
 	t.Run("a new pod counts in the policies that select it", func(t *testing.T) {
-		createPod(t, c, ns, podSpec{name: "web-3", team: "a"})
+		testenv.CreatePod(t, c, ns, podSpec{name: "web-3", team: "a"}.pod())
 		for i := range cases {
 			if cases[i].name != "pod-selector" {
 				cases[i].targets++
@@ -233,7 +233,7 @@ func TestAmbiguousCIDRStoredByAnOlderServer(t *testing.T) {
 	env := testenv.Start(t, testenv.APIServerFlag("feature-gates", "StrictIPCIDRValidation=false"))
 	c := env.Client
 	ctx := context.Background()
-	createNamespace(t, c, "legacy")
+	testenv.CreateNamespace(t, c, "legacy", nil)
 	for name, peer := range map[string]networkingv1.NetworkPolicyPeer{
 		"kep-example": npBlock("192.168.1.5/24"),
 		"except":      npBlock("10.0.0.0/8", "10.1.2.3/16"),
@@ -268,7 +268,7 @@ podslo_networkpolicy_min_version_info{min_version="1.8",namespace="legacy",netwo
 // With --networkpolicies=false there is no NetworkPolicy family at all.
 func TestNetworkPoliciesOff(t *testing.T) {
 	env := testenv.Start(t)
-	createNamespace(t, env.Client, "np")
+	testenv.CreateNamespace(t, env.Client, "np", nil)
 	createPolicy(t, env.Client, "np", npCases()[0])
 	off := false
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), NetworkPolicies: &off})

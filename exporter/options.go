@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
@@ -93,16 +95,72 @@ type Options struct {
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
 	Logger *slog.Logger
-
-	// listener, when set by tests, replaces ListenAddress.
-	listener net.Listener
-	// timeoutCheckInterval, when set by tests, replaces the 5s between
-	// creation-timeout checks.
-	timeoutCheckInterval time.Duration
 }
 
-// Complete fills in the defaults.
-func (o *Options) Complete() {
+// AddFlags binds a flag to each field an operator sets, with the field's
+// default as the flag's. cmd adds the environment and the --config file on
+// top, through these same flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", serve.KubeconfigUsage)
+	fs.StringVar(&o.ListenAddress, "listen-address", DefaultListenAddress, "Address serving the landing page on /, /api/v1/classes, /metrics, /healthz and /readyz")
+	fs.StringVar(&o.WebConfigFile, serve.WebConfigFlag, "", serve.WebConfigUsage)
+	fs.StringVar(&o.DashboardsURL, "dashboards-url", DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
+	fs.StringVar(&o.StateDir, "state-dir", DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
+	fs.Var(newQuantityValue(&o.StateMinFree, store.DefaultMinFreeBytes), "state-min-free", "Free space the state filesystem must keep for a state write to go ahead (a quantity, e.g. 64Mi); below it writes wait and podslo_store_writable is 0")
+	if o.PerPodMetrics == nil {
+		o.PerPodMetrics = new(bool)
+	}
+	fs.BoolVar(o.PerPodMetrics, "per-pod-metrics", true, "Export per-pod series")
+	fs.StringArrayVar(&o.PodLabels, "pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
+	fs.StringArrayVar(&o.HistogramLabels, "histogram-label", nil, "Extra histogram dimension NAME=label:KEY or NAME=annotation:KEY (repeatable)")
+	fs.DurationVar(&o.MaxObservationAge, "max-observation-age", lifecycle.DefaultMaxObservationAge, "A first event older than this when first seen is remembered but not observed")
+	sandboxTypes := make([]string, 0, len(lifecycle.DefaultSandboxConditionTypes))
+	for _, t := range lifecycle.DefaultSandboxConditionTypes {
+		sandboxTypes = append(sandboxTypes, string(t))
+	}
+	fs.StringSliceVar(&o.SandboxConditionTypes, "sandbox-condition-types", sandboxTypes, "Pod condition types that mark a ready sandbox; the first present wins")
+	fs.DurationVar(&o.SandboxCreationTimeout, "sandbox-creation-timeout", lifecycle.DefaultSandboxCreationTimeout, "A scheduled pod whose first sandbox is not ready after this long counts once as a creation timeout")
+	fs.StringVar(&o.StableConditionType, "stable-condition-type", string(lifecycle.DefaultStableConditionType), "Pod condition podslo agent writes once a pod is stable; the exporter observes it")
+	fs.StringVar(&o.UserErrorEventRegex, "user-error-event-regex", informers.DefaultUserErrorEventRegex, "FailedMount event messages matching this regular expression mark the pod as a user error, left out of the sandbox SLIs")
+	if o.NetworkPolicies == nil {
+		o.NetworkPolicies = new(bool)
+	}
+	fs.BoolVar(o.NetworkPolicies, "networkpolicies", true, "Watch NetworkPolicies and export their KEP-2136 minVersion and conditions (needs get/list/watch on networking.k8s.io networkpolicies)")
+	fs.StringVar(&o.NetworkPluginProfile, "network-plugin-profile", "", "YAML file saying what the network plugin implements (docs/networkpolicy.md); without it, NetworkPolicy support is not judged")
+	fs.BoolVar(&o.NetworkPolicyTargetPods, "networkpolicy-target-pods", false, "Export how many pods each NetworkPolicy selects; keeps every label of every pod (about 0.5 KB per pod)")
+}
+
+// quantityValue is a flag of bytes written as a Kubernetes quantity, such
+// as 64Mi or 1G.
+type quantityValue struct{ p *int64 }
+
+func newQuantityValue(p *int64, def int64) quantityValue {
+	*p = def
+	return quantityValue{p}
+}
+
+func (q quantityValue) String() string {
+	if q.p == nil {
+		return ""
+	}
+	return resource.NewQuantity(*q.p, resource.BinarySI).String()
+}
+
+func (q quantityValue) Set(s string) error {
+	v, err := resource.ParseQuantity(strings.TrimSpace(s))
+	if err != nil {
+		// ParseQuantity's error is a regular expression.
+		return errors.New(`want a quantity of bytes, such as "64Mi"`)
+	}
+	*q.p = v.Value()
+	return nil
+}
+
+// Type names the value in --help.
+func (quantityValue) Type() string { return "quantity" }
+
+// setDefaults fills in the defaults; New calls it once.
+func (o *Options) setDefaults() {
 	if o.ListenAddress == "" {
 		o.ListenAddress = DefaultListenAddress
 	}
@@ -145,9 +203,9 @@ func (o *Options) Complete() {
 	}
 }
 
-// Validate reports every invalid option at once, so an operator fixes them
-// in one go.
-func (o *Options) Validate() error {
+// validate reports every invalid option at once, so an operator fixes them
+// in one go; New calls it once, after setDefaults.
+func (o *Options) validate() error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
@@ -253,9 +311,9 @@ func ParseHistogramLabels(specs []string) ([]pipeline.HistogramLabel, error) {
 	return out, nil
 }
 
-func (o *Options) conditionTypes() []corev1.PodConditionType {
-	out := make([]corev1.PodConditionType, 0, len(o.SandboxConditionTypes))
-	for _, t := range o.SandboxConditionTypes {
+func conditionTypes(types []string) []corev1.PodConditionType {
+	out := make([]corev1.PodConditionType, 0, len(types))
+	for _, t := range types {
 		out = append(out, corev1.PodConditionType(strings.TrimSpace(t)))
 	}
 	return out

@@ -23,11 +23,11 @@ func TestAPIServerOutage(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	ctx := context.Background()
-	createNamespace(t, c, "outage")
+	testenv.CreateNamespace(t, c, "outage", nil)
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
 
 	base := time.Now().Add(-time.Minute).Truncate(time.Second)
-	before := createPod(t, c, "outage", podSpec{name: "before", team: "a"})
+	before := testenv.CreatePod(t, c, "outage", podSpec{name: "before", team: "a"}.pod())
 	kubelet(t, c, before, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(2*time.Second)))
 	const name = "podslo_sandbox_creation_duration_seconds"
 	header := "# HELP " + name + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + name + " histogram\n"
@@ -49,7 +49,7 @@ func TestAPIServerOutage(t *testing.T) {
 	require.NoError(t, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(header+histogramText(name, `runtime_class="none",storage_class="none"`, 2)), name))
 
 	env.StartAPIServer(t)
-	after := createPod(t, c, "outage", podSpec{name: "after", team: "a"})
+	after := testenv.CreatePod(t, c, "outage", podSpec{name: "after", team: "a"}.pod())
 	kubelet(t, c, after, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
 	// The informers re-list after the outage: "before" is seen again and
 	// must not be observed twice.

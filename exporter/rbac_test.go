@@ -28,7 +28,7 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
 	admin := env.Client
-	createNamespace(t, admin, "podslo")
+	testenv.CreateNamespace(t, admin, "podslo", nil)
 
 	var err error
 	for _, obj := range testenv.Manifests(t, filepath.Join("..", "deploy", "exporter", "rbac.yaml")) {
@@ -60,8 +60,8 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 	require.NoError(t, clientcmd.WriteToFile(*c, kubeconfig))
 
 	url := startExporter(t, Options{Kubeconfig: kubeconfig, StateDir: t.TempDir()})
-	createNamespace(t, admin, "apps")
-	p := createPod(t, admin, "apps", podSpec{name: "web", team: "a"})
+	testenv.CreateNamespace(t, admin, "apps", nil)
+	p := testenv.CreatePod(t, admin, "apps", podSpec{name: "web", team: "a"}.pod())
 	base := time.Now().Add(-time.Minute).Truncate(time.Second)
 	kubelet(t, admin, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(2*time.Second)))
 	eventuallyValue(t, url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "web"}, 2)

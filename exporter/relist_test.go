@@ -228,7 +228,7 @@ func TestDeletedWhileTheWatchWasDown(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "gap"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	_, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "slow"}, Handler: "slow"}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
@@ -237,12 +237,12 @@ func TestDeletedWhileTheWatchWasDown(t *testing.T) {
 	proxy := startProxy(t, apiserver.Host)
 	const timeout = 20 * time.Second
 	metrics := startExporter(t, Options{Kubeconfig: proxiedKubeconfig(t, env.Kubeconfig, proxy.addr()), StateDir: t.TempDir(),
-		SandboxCreationTimeout: timeout, timeoutCheckInterval: 100 * time.Millisecond})
+		SandboxCreationTimeout: timeout}, WithTimeoutCheckInterval(100*time.Millisecond))
 
 	// ready creates a pod whose sandbox became ready d after it was
 	// scheduled, in the past.
 	ready := func(name string, d time.Duration) *corev1.Pod {
-		p := createPod(t, c, ns, podSpec{name: name, team: "a"})
+		p := testenv.CreatePod(t, c, ns, podSpec{name: name, team: "a"}.pod())
 		ct := p.CreationTimestamp.Time
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, ct.Add(-10*time.Second)), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, ct.Add(-10*time.Second+d)))
 		return p
@@ -259,7 +259,7 @@ func TestDeletedWhileTheWatchWasDown(t *testing.T) {
 	ready("gone-b", 4*time.Second)
 	// "again" waits for its sandbox; scheduled 5s ago, it would time out
 	// 15s from now if its UID were never forgotten.
-	old := createPod(t, c, ns, podSpec{name: "again", team: "a"})
+	old := testenv.CreatePod(t, c, ns, podSpec{name: "again", team: "a"}.pod())
 	oldScheduled := old.CreationTimestamp.Time.Add(-5 * time.Second)
 	kubelet(t, c, old, condAt(corev1.PodScheduled, corev1.ConditionTrue, oldScheduled), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, oldScheduled))
 
@@ -319,7 +319,7 @@ func TestDeletedWhileTheWatchWasDown(t *testing.T) {
 	// No timeout for the old UID. A pod scheduled now, in a class of its
 	// own, times out at least 5s after the old "again" would have: once
 	// its timeout is counted, the old one's would have been.
-	sentinel := createPod(t, c, ns, podSpec{name: "sentinel", team: "a", runtimeClass: "slow"})
+	sentinel := testenv.CreatePod(t, c, ns, podSpec{name: "sentinel", team: "a", runtimeClass: "slow"}.pod())
 	scheduled := time.Now().Truncate(time.Second)
 	require.False(t, scheduled.Before(oldScheduled.Add(5*time.Second)))
 	kubelet(t, c, sentinel, condAt(corev1.PodScheduled, corev1.ConditionTrue, scheduled), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, scheduled))
@@ -340,16 +340,16 @@ func TestNoTimeoutWhileTheWatchIsDown(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	const ns = "stale"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	apiserver, err := url.Parse(env.Config.Host)
 	require.NoError(t, err)
 	proxy := startProxy(t, apiserver.Host)
 	logs := newLogLines(t)
 	const timeout = 4 * time.Second
 	metrics := startExporter(t, Options{Kubeconfig: proxiedKubeconfig(t, env.Kubeconfig, proxy.addr()), StateDir: t.TempDir(),
-		SandboxCreationTimeout: timeout, timeoutCheckInterval: 100 * time.Millisecond, Logger: logs.logger()})
+		SandboxCreationTimeout: timeout, Logger: logs.logger()}, WithTimeoutCheckInterval(100*time.Millisecond))
 
-	pod := createPod(t, c, ns, podSpec{name: "web", team: "a"})
+	pod := testenv.CreatePod(t, c, ns, podSpec{name: "web", team: "a"}.pod())
 	scheduled := time.Now().Truncate(time.Second)
 	kubelet(t, c, pod, condAt(corev1.PodScheduled, corev1.ConditionTrue, scheduled), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, scheduled))
 	eventuallyValue(t, metrics, "podslo_sandbox_creation_pending_pods", map[string]string{"runtime_class": "none"}, 1)

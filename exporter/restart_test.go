@@ -95,11 +95,11 @@ func TestRestartAfterSIGKILL(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "restart"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 
 	base := time.Now().Add(-5 * time.Minute).Truncate(time.Second)
 	startPod := func(name string, readyAfter time.Duration) *corev1.Pod {
-		p := createPod(t, c, ns, podSpec{name: name, team: "a"})
+		p := testenv.CreatePod(t, c, ns, podSpec{name: name, team: "a"}.pod())
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(readyAfter)))
 		return p
 	}
@@ -154,10 +154,10 @@ func TestRestartDuringTermination(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "terminating"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 
 	first := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	p := createPod(t, c, ns, podSpec{name: "leaving", team: "a"})
+	p := testenv.CreatePod(t, c, ns, podSpec{name: "leaving", team: "a"}.pod())
 	ct := p.CreationTimestamp.Time
 	kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, ct.Add(-10*time.Second)), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, ct.Add(-8*time.Second)))
 	eventuallyValue(t, first.url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "leaving"}, 2)

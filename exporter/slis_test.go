@@ -20,7 +20,7 @@ import (
 func started(t *testing.T, c kubernetes.Interface, pod *corev1.Pod, at, readyAt time.Time) {
 	t.Helper()
 	status := map[string]any{"status": map[string]any{
-		"containerStatuses": []corev1.ContainerStatus{{Name: "c", Image: "registry.k8s.io/pause:3.10", Ready: true,
+		"containerStatuses": []corev1.ContainerStatus{{Name: "app", Image: "registry.k8s.io/pause:3.10", Ready: true,
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(at)}}}},
 		"conditions": []corev1.PodCondition{condAt(corev1.PodReady, corev1.ConditionTrue, readyAt)},
 	}}
@@ -64,16 +64,16 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	c := env.Client
 	ctx := context.Background()
 	const ns = "slis"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	logs := newLogLines(t)
-	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second, timeoutCheckInterval: 100 * time.Millisecond,
-		Logger: logs.logger()})
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), SandboxCreationTimeout: 2 * time.Second,
+		Logger: logs.logger()}, WithTimeoutCheckInterval(100*time.Millisecond))
 
 	// running creates a pod whose sandbox became ready 2s after it was
 	// scheduled, in the past, so that deleting it now comes after: the test
 	// cannot wait for real seconds to pass.
 	running := func(name string) *corev1.Pod {
-		p := createPod(t, c, ns, podSpec{name: name, team: "a"})
+		p := testenv.CreatePod(t, c, ns, podSpec{name: name, team: "a"}.pod())
 		ct := p.CreationTimestamp.Time
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, ct.Add(-10*time.Second)), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, ct.Add(-8*time.Second)))
 		return p
@@ -122,9 +122,9 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	// would count it as a timeout. The exporter logs the user error under
 	// the lock every pod update takes, so the update that schedules the pod
 	// is handled after it.
-	stuck := createPod(t, c, ns, podSpec{name: "stuck", team: "a"})
+	stuck := testenv.CreatePod(t, c, ns, podSpec{name: "stuck", team: "a"}.pod())
 	kubelet(t, c, stuck, condAt(corev1.PodScheduled, corev1.ConditionTrue, stuck.CreationTimestamp.Time), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, stuck.CreationTimestamp.Time))
-	blocked := createPod(t, c, ns, podSpec{name: "blocked", team: "a"})
+	blocked := testenv.CreatePod(t, c, ns, podSpec{name: "blocked", team: "a"}.pod())
 	failedMount(t, c, blocked, `MountVolume.SetUp failed for volume "config" : configmap "app-config" not found`)
 	logs.wait(t, `msg="Pod blocked by a missing Secret or ConfigMap, left out of the sandbox SLIs"`, "uid="+string(blocked.UID))
 	bct := time.Now().Truncate(time.Second)

@@ -20,12 +20,12 @@ func TestTLSOnRealAPIServer(t *testing.T) {
 	env := testenv.Start(t)
 	c := env.Client
 	const ns = "secured"
-	createNamespace(t, c, ns)
+	testenv.CreateNamespace(t, c, ns, nil)
 	wc := testenv.WriteWebConfig(t, map[string]string{"prometheus": "s3cret"})
 	addr := runExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), WebConfigFile: wc.Path})
 	metrics := "https://" + addr + "/metrics"
 
-	p := createPod(t, c, ns, podSpec{name: "web", team: "a"})
+	p := testenv.CreatePod(t, c, ns, podSpec{name: "web", team: "a"}.pod())
 	created := p.CreationTimestamp.Time
 	kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, created), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, created.Add(3*time.Second)))
 	want := `podslo_pod_sandbox_creation_seconds{namespace="secured",node="node-a",pod="web",runtime_class="none",storage_class="none",uid="` + string(p.UID) + `"} 3`

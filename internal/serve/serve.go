@@ -94,6 +94,16 @@ func WebSecurity(path string) (tls, basicAuth bool, err error) {
 	return c.TLSConfig.IsEnabled(), len(c.Users) > 0, nil
 }
 
+// Flags the exporter and the agent share, bound by their AddFlags.
+const (
+	// KubeconfigUsage is the help of --kubeconfig.
+	KubeconfigUsage = "Path of a kubeconfig file (default: in-cluster configuration)"
+	// WebConfigFlag is named as in node_exporter and kube-state-metrics.
+	WebConfigFlag = "web.config.file"
+	// WebConfigUsage is the help of --web.config.file.
+	WebConfigUsage = "exporter-toolkit web config file (TLS, basic auth), as for node_exporter; it guards every path of --listen-address, /healthz and /readyz included, so probe over TCP, or over HTTPS without basic auth. Read again on each connection and request. Empty: plain HTTP"
+)
+
 // Serve serves h on lis until ctx ends, then shuts the server down
 // gracefully within shutdownTimeout. It returns early with the error if
 // serving fails.
