@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,8 +42,13 @@ func testExporterNetworkPolicies(t *testing.T, env *testenv.Env, a *applier) {
 		objs := r.render(t)
 		ensureNamespace(t, admin, r.namespace, nil)
 		name := r.release + "-podslo-exporter"
-		for _, kind := range []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding"} {
-			require.NoError(t, a.apply(objs.get(t, kind, name), false))
+		for _, o := range objs {
+			switch o.GetKind() {
+			case "ServiceAccount", "ClusterRole", "ClusterRoleBinding":
+				if strings.HasPrefix(o.GetName(), name) {
+					require.NoError(t, a.apply(o, false))
+				}
+			}
 		}
 		sts := into[appsv1.StatefulSet](t, objs.get(t, "StatefulSet", name))
 		return objs, sts.Spec.Template.Spec.Containers[0].Args
@@ -62,23 +69,53 @@ func testExporterNetworkPolicies(t *testing.T, env *testenv.Env, a *applier) {
 			`exporter.networkPolicies.profile={"name":"example-cni","maxVersion":"1.8","unimplemented":["egress"]}`,
 			"--set", "exporter.networkPolicies.targetPods=true"}}
 		objs, args := install(t, r)
-		cm := objs.get(t, "ConfigMap", "np-profile-podslo-exporter-network-plugin-profile")
-		require.NoError(t, a.apply(cm, false))
-		// The file the kubelet would mount from the ConfigMap; the local
-		// path wins over the chart's, as the later flag.
-		stored, err := admin.CoreV1().ConfigMaps(r.namespace).Get(ctx, cm.GetName(), metav1.GetOptions{})
-		require.NoError(t, err)
-		file := filepath.Join(t.TempDir(), "profile.yaml")
-		require.NoError(t, os.WriteFile(file, []byte(stored.Data["profile.yaml"]), 0o600))
-		require.Contains(t, args, "--network-plugin-profile=/etc/podslo/network-plugin-profile/profile.yaml")
-		cfg := env.ServiceAccountConfig(t, r.namespace, "np-profile-podslo-exporter", nil)
-		addr := runExporter(t, env, cfg, append(args, "--network-plugin-profile="+file))
+		addr := runWithProfile(t, env, a, r, objs, args)
 		assert.EventuallyWithT(t, func(c *assert.CollectT) {
 			body := scrape(c, addr)
 			assert.Contains(c, body, `podslo_networkpolicy_condition{namespace="np-apps",networkpolicy="egress-only",reason="Unimplemented",status="False",type="Supported"} 1`)
 			assert.Contains(c, body, `podslo_networkpolicy_target_pods{namespace="np-apps",networkpolicy="egress-only"} 0`)
 		}, 30*time.Second, 100*time.Millisecond)
+		sa := testenv.ClientFor(t, env.ServiceAccountConfig(t, r.namespace, "np-profile-podslo-exporter", nil))
+		_, err := sa.EventsV1().Events("np-apps").Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
+		assert.True(t, apierrors.IsForbidden(err), "no Events without exporter.networkPolicies.events: %v", err)
 	})
+
+	t.Run("events", func(t *testing.T) {
+		r := rendering{release: "np-events", namespace: "np-events", args: []string{"--set-json",
+			`exporter.networkPolicies.profile={"name":"example-cni","maxVersion":"1.8","unimplemented":["egress"]}`,
+			"--set", "exporter.networkPolicies.events=true"}}
+		objs, args := install(t, r)
+		require.Contains(t, args, "--networkpolicy-events")
+		runWithProfile(t, env, a, r, objs, args)
+		// Written with the chart's role alone: the Event shows that it
+		// suffices.
+		assert.EventuallyWithT(t, func(c *assert.CollectT) {
+			list, err := admin.CoreV1().Events("np-apps").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=egress-only,reason=NetworkPolicyUnsupported"})
+			if !assert.NoError(c, err) || !assert.Len(c, list.Items, 1) {
+				return
+			}
+			ev := list.Items[0]
+			assert.Equal(c, corev1.EventTypeWarning, ev.Type)
+			assert.Equal(c, "podslo-exporter", ev.ReportingController)
+			assert.Equal(c, "Supported=False (Unimplemented): Uses egress, which example-cni does not implement", ev.Message)
+		}, 30*time.Second, 100*time.Millisecond)
+	})
+}
+
+// runWithProfile applies the release's profile ConfigMap and runs the
+// exporter with the chart's arguments, on the file the kubelet would mount
+// from it: the local path wins over the chart's, as the later flag.
+func runWithProfile(t *testing.T, env *testenv.Env, a *applier, r rendering, objs objects, args []string) string {
+	t.Helper()
+	cm := objs.get(t, "ConfigMap", r.release+"-podslo-exporter-network-plugin-profile")
+	require.NoError(t, a.apply(cm, false))
+	stored, err := env.Client.CoreV1().ConfigMaps(r.namespace).Get(context.Background(), cm.GetName(), metav1.GetOptions{})
+	require.NoError(t, err)
+	file := filepath.Join(t.TempDir(), "profile.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(stored.Data["profile.yaml"]), 0o600))
+	require.Contains(t, args, "--network-plugin-profile=/etc/podslo/network-plugin-profile/profile.yaml")
+	cfg := env.ServiceAccountConfig(t, r.namespace, r.release+"-podslo-exporter", nil)
+	return runExporter(t, env, cfg, append(args, "--network-plugin-profile="+file))
 }
 
 // scrape returns the exporter's /metrics as text.

@@ -110,6 +110,22 @@ func TestNetworkPolicyValues(t *testing.T) {
 		assert.NotEmpty(t, sts.Spec.Template.Annotations["checksum/network-plugin-profile"])
 	})
 
+	t.Run("events: a role of their own", func(t *testing.T) {
+		assert.False(t, hasObject(defaults.render(t), "ClusterRole", "podslo-exporter-events"), "off by default")
+		objs := defaults.render(t, "--set", "exporter.networkPolicies.events=true")
+		_, c := exporterOf(t, objs)
+		assert.Contains(t, c.Args, "--networkpolicy-events")
+		role := into[rbacv1.ClusterRole](t, objs.get(t, "ClusterRole", "podslo-exporter-events"))
+		assert.Equal(t, []rbacv1.PolicyRule{{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}}}, role.Rules)
+		binding := into[rbacv1.ClusterRoleBinding](t, objs.get(t, "ClusterRoleBinding", "podslo-exporter-events"))
+		assert.Equal(t, rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "podslo-exporter-events"}, binding.RoleRef)
+		assert.Equal(t, []rbacv1.Subject{{Kind: "ServiceAccount", Name: "podslo-exporter", Namespace: "monitoring"}}, binding.Subjects)
+		main := into[rbacv1.ClusterRole](t, objs.get(t, "ClusterRole", "podslo-exporter"))
+		for _, r := range main.Rules {
+			assert.Subset(t, []string{"get", "list", "watch"}, r.Verbs, "the main role still only reads")
+		}
+	})
+
 	t.Run("target pods", func(t *testing.T) {
 		_, c := exporterOf(t, defaults.render(t, "--set", "exporter.networkPolicies.targetPods=true"))
 		assert.Contains(t, c.Args, "--networkpolicy-target-pods")

@@ -214,6 +214,8 @@ func TestCustom(t *testing.T) {
 		"ServiceAccount/slo-podslo-exporter",
 		"ClusterRole/slo-podslo-exporter",
 		"ClusterRoleBinding/slo-podslo-exporter",
+		"ClusterRole/slo-podslo-exporter-events",
+		"ClusterRoleBinding/slo-podslo-exporter-events",
 		"Service/slo-podslo-exporter",
 		"StatefulSet/slo-podslo-exporter",
 		"PodDisruptionBudget/slo-podslo-exporter",
@@ -247,7 +249,7 @@ func TestCustom(t *testing.T) {
 	assert.Equal(t, "ghcr.io/podslo/podslo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", c.Image)
 	assert.Equal(t, []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=debug",
 		"--web.config.file=/etc/podslo/web/web-config.yml",
-		"--network-plugin-profile=/etc/podslo/network-plugin-profile/profile.yaml", "--networkpolicy-target-pods",
+		"--network-plugin-profile=/etc/podslo/network-plugin-profile/profile.yaml", "--networkpolicy-target-pods", "--networkpolicy-events",
 		"--pod-label=team"}, c.Args)
 	assert.Equal(t, "slo-podslo-exporter", pod.ServiceAccountName)
 	// 90% of 1.5Gi.

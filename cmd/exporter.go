@@ -36,6 +36,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	fs.Bool("networkpolicies", true, "Watch NetworkPolicies and export their KEP-2136 minVersion and conditions (needs get/list/watch on networking.k8s.io networkpolicies)")
 	fs.String("network-plugin-profile", "", "YAML file saying what the network plugin implements (docs/networkpolicy.md); without it, NetworkPolicy support is not judged")
 	fs.Bool("networkpolicy-target-pods", false, "Export how many pods each NetworkPolicy selects; keeps every label of every pod (about 0.5 KB per pod)")
+	fs.Bool("networkpolicy-events", false, "Write a Warning Event on a NetworkPolicy when its Supported condition turns False or its Problem condition turns True (needs create/patch on events.k8s.io events)")
 	fs.StringSlice("sandbox-condition-types", []string{"PodReadyToStartContainers", "PodHasNetwork"}, "Pod condition types that mark a ready sandbox; the first present wins")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -67,6 +68,7 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 		}
 		netpols := c.boolean("networkpolicies")
 		opts.NetworkPolicies, opts.NetworkPluginProfile, opts.NetworkPolicyTargetPods = &netpols, c.str("network-plugin-profile"), c.boolean("networkpolicy-target-pods")
+		opts.NetworkPolicyEvents = c.boolean("networkpolicy-events")
 		if err := c.err(); err != nil {
 			return err
 		}

@@ -89,6 +89,11 @@ type Options struct {
 	// It keeps every label of every pod (about 0.5 KB per pod). Default
 	// false.
 	NetworkPolicyTargetPods bool
+	// NetworkPolicyEvents writes a Warning Event on a NetworkPolicy when
+	// its Supported condition turns False or its Problem condition turns
+	// True. It needs create and patch on events.k8s.io events. Default
+	// false.
+	NetworkPolicyEvents bool
 	// ShutdownTimeout bounds the HTTP server's graceful shutdown. Default 5s.
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
@@ -228,6 +233,9 @@ func (o *Options) validateNetworkPolicies() []error {
 		}
 		if o.NetworkPolicyTargetPods {
 			errs = append(errs, errors.New("--networkpolicy-target-pods needs --networkpolicies"))
+		}
+		if o.NetworkPolicyEvents {
+			errs = append(errs, errors.New("--networkpolicy-events needs --networkpolicies"))
 		}
 		return errs
 	}

@@ -226,6 +226,9 @@ broken or silently open.
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- if and (not $np.enabled) $np.events -}}
+{{- fail "exporter.networkPolicies.events: true, but exporter.networkPolicies.enabled is false, so there are no policies to report on" -}}
+{{- end -}}
 {{- if and (not $np.enabled) $np.targetPods -}}
 {{- fail "exporter.networkPolicies.targetPods: true, but exporter.networkPolicies.enabled is false, so there are no policies to count pods for" -}}
 {{- end -}}
@@ -278,5 +281,8 @@ one. The exporter parses it strictly when it starts.
 {{- end }}
 {{- if $np.targetPods }}
 - --networkpolicy-target-pods
+{{- end }}
+{{- if $np.events }}
+- --networkpolicy-events
 {{- end }}
 {{- end -}}
