@@ -125,6 +125,7 @@ func (o *Options) Start(ctx context.Context) error {
 		ready:      pipe.Ready,
 		version:    version.Version,
 		dashboards: o.DashboardsURL,
+		policies:   netpols.landingTable,
 		log:        log,
 	}
 	page.register(handler)

@@ -19,6 +19,7 @@ import (
 // nothing, so Start calls its methods unconditionally.
 type networkPolicies struct {
 	state     *netpolicy.State
+	profile   *netpolicy.Profile
 	watcher   *informers.PolicyWatcher
 	collector *collectors.NetworkPolicies
 	// events is nil without --networkpolicy-events.
@@ -43,7 +44,7 @@ func (o *Options) networkPolicies(client kubernetes.Interface, onEvent func(reso
 		log.Info("No network plugin profile: NetworkPolicy support is not judged", "flag", "--network-plugin-profile")
 	}
 	state := netpolicy.NewState(o.NetworkPolicyTargetPods)
-	n := &networkPolicies{state: state, collector: collectors.NewNetworkPolicies(state, profile)}
+	n := &networkPolicies{state: state, profile: profile, collector: collectors.NewNetworkPolicies(state, profile)}
 	var handler informers.PolicyHandler = state
 	if o.NetworkPolicyEvents {
 		n.events = newPolicyEvents(state, state, profile, client, log)
