@@ -60,6 +60,7 @@ func TestOnAPIServer(t *testing.T) {
 	t.Run("server-side apply", func(t *testing.T) { testServerSideApply(t, env, a) })
 	t.Run("admission policy", func(t *testing.T) { testAdmissionPolicy(t, env, a) })
 	t.Run("exporter RBAC", func(t *testing.T) { testExporterRBAC(t, env, a) })
+	t.Run("exporter NetworkPolicy values", func(t *testing.T) { testExporterNetworkPolicies(t, env, a) })
 }
 
 // applier applies unstructured objects with server-side apply, as
@@ -471,8 +472,9 @@ func watchOnce(w interface{ Stop() }, err error) error {
 
 // runExporter runs `podslo exporter` with the chart's arguments, on a
 // local address and state directory, authenticated by cfg's token, and
-// waits until /readyz answers 200: its caches synced.
-func runExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []string) {
+// waits until /readyz answers 200: its caches synced. It returns the
+// exporter's address.
+func runExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []string) string {
 	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	kc := clientcmdapi.NewConfig()
@@ -512,6 +514,7 @@ func runExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []string
 		resp.Body.Close()
 		assert.Equal(c, http.StatusOK, resp.StatusCode)
 	}, 60*time.Second, 50*time.Millisecond, "the exporter never became ready with the chart's service account")
+	return addr
 }
 
 // freeAddress returns a 127.0.0.1 address with a port free a moment ago.

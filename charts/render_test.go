@@ -214,6 +214,8 @@ func TestCustom(t *testing.T) {
 		"ServiceAccount/slo-podslo-exporter",
 		"ClusterRole/slo-podslo-exporter",
 		"ClusterRoleBinding/slo-podslo-exporter",
+		"ClusterRole/slo-podslo-exporter-events",
+		"ClusterRoleBinding/slo-podslo-exporter-events",
 		"Service/slo-podslo-exporter",
 		"StatefulSet/slo-podslo-exporter",
 		"PodDisruptionBudget/slo-podslo-exporter",
@@ -246,7 +248,9 @@ func TestCustom(t *testing.T) {
 	c := pod.Containers[0]
 	assert.Equal(t, "ghcr.io/podslo/podslo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", c.Image)
 	assert.Equal(t, []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=debug",
-		"--web.config.file=/etc/podslo/web/web-config.yml", "--pod-label=team"}, c.Args)
+		"--web.config.file=/etc/podslo/web/web-config.yml",
+		"--network-plugin-profile=/etc/podslo/network-plugin-profile/profile.yaml", "--networkpolicy-target-pods", "--networkpolicy-events",
+		"--pod-label=team"}, c.Args)
 	assert.Equal(t, "slo-podslo-exporter", pod.ServiceAccountName)
 	// 90% of 1.5Gi.
 	assert.Equal(t, &corev1.EnvVar{Name: "GOMEMLIMIT", Value: "1449551462"}, env(c, "GOMEMLIMIT"))
@@ -255,12 +259,17 @@ func TestCustom(t *testing.T) {
 		{Name: "state", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "slo-state"}}},
 		{Name: "web-config", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "slo-podslo-web-config"}}},
 		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "slo-tls"}}},
+		{Name: "network-plugin-profile", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "slo-podslo-exporter-network-plugin-profile"}}}},
 	}, pod.Volumes)
 	assert.ElementsMatch(t, []corev1.VolumeMount{
 		{Name: "state", MountPath: "/var/lib/podslo"},
 		{Name: "web-config", MountPath: "/etc/podslo/web", ReadOnly: true},
 		{Name: "tls", MountPath: "/etc/podslo/tls", ReadOnly: true},
+		{Name: "network-plugin-profile", MountPath: "/etc/podslo/network-plugin-profile", ReadOnly: true},
 	}, c.VolumeMounts)
+	profile := into[corev1.ConfigMap](t, objs.get(t, "ConfigMap", "slo-podslo-exporter-network-plugin-profile"))
+	assert.Equal(t, "maxVersion: \"1.8\"\nname: example-cni\nunimplemented:\n- egress\n", profile.Data["profile.yaml"])
 	// Basic auth covers the probes' paths too.
 	assert.Nil(t, c.ReadinessProbe.HTTPGet)
 	assert.Equal(t, "metrics", c.ReadinessProbe.TCPSocket.Port.StrVal)

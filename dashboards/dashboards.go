@@ -143,7 +143,15 @@ func (g *generator) sloOverview() *dashboard.DashboardBuilder {
 		WithPanel(timeseriesPanel("Skipped observations", "Observations not made, per second, by SLI and reason: too old when first seen, clock skew, or a malformed condition.", "ops", quarter,
 			q(fmt.Sprintf(`sum by (sli, reason) (rate(podslo_observations_skipped_total%s[$__rate_interval]))`, self), "{{sli}}: {{reason}}"))).
 		WithPanel(timeseriesPanel("Excluded sandbox creations", "Creations and timeouts left out of the SLIs because the pod's own spec was at fault (a missing Secret or ConfigMap), per second.", "ops", quarter,
-			q(fmt.Sprintf(`sum by (runtime_class, storage_class) (rate(podslo_sandbox_creations_excluded_total%s[$__rate_interval]))`, g.filter()), "{{runtime_class}} / {{storage_class}}")))
+			q(fmt.Sprintf(`sum by (runtime_class, storage_class) (rate(podslo_sandbox_creations_excluded_total%s[$__rate_interval]))`, g.filter()), "{{runtime_class}} / {{storage_class}}"))).
+		WithRow(dashboard.NewRowBuilder("NetworkPolicies (KEP-2136)")).
+		WithPanel(stacked(timeseriesPanel("NetworkPolicies by minVersion and support",
+			"NetworkPolicies by the newest NetworkPolicy version they need (minVersion) and by whether the network plugin supports them, as judged against --network-plugin-profile: unknown without one (docs/networkpolicy.md).", "short", half,
+			q(fmt.Sprintf(`sum by (min_version, supported) (podslo_networkpolicies%s)`, self), "{{min_version}} supported={{supported}}")))).
+		WithPanel(policyTable("Unsupported or problematic NetworkPolicies",
+			"Policies the network plugin does not support (Supported=False: it may misread the policy, or enforce only part of it) or with a CIDR problem (Problem=True), with the condition's reason. The alerts PodsloNetworkPolicyUnsupported and PodsloNetworkPolicyProblem fire on them.", half,
+			instant(fmt.Sprintf(`podslo_networkpolicy_condition%s == 1 or podslo_networkpolicy_condition%s == 1`,
+				g.spec.Selector(cluster+`=~"$cluster"`, `type="Supported"`, `status="False"`), g.spec.Selector(cluster+`=~"$cluster"`, `type="Problem"`, `status="True"`)), "")))
 }
 
 func (g *generator) podStartup() *dashboard.DashboardBuilder {

@@ -118,6 +118,19 @@ func podTable(title, description, unit, valueName string, size panelSize, qy que
 		SortBy([]cog.Builder[common.TableSortByFieldState]{common.NewTableSortByFieldStateBuilder().DisplayName(valueName).Desc(true)})
 }
 
+// policyTable lists NetworkPolicy condition series, one row per policy
+// and condition: their labels say it all, the value is always 1.
+func policyTable(title, description string, size panelSize, qy query) *table.PanelBuilder {
+	return table.NewPanelBuilder().Title(title).Description(description).Unit("short").Datasource(datasource).
+		Span(size.w).Height(size.h).
+		WithTarget(qy.build(0, prometheus.PromQueryFormatTable)).
+		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
+			"excludeByName": map[string]bool{"Time": true, "__name__": true, "job": true, "instance": true, "Value": true},
+			"indexByName":   map[string]int{"namespace": 0, "networkpolicy": 1, "type": 2, "status": 3, "reason": 4},
+		}}).
+		SortBy([]cog.Builder[common.TableSortByFieldState]{common.NewTableSortByFieldStateBuilder().DisplayName("namespace")})
+}
+
 // sloTable is one row per class of an SLO: attainment, remaining budget and
 // burn rate, from the recording rules.
 func sloTable(spec *alerts.Spec, slo *alerts.SLO, class string, size panelSize) *table.PanelBuilder {

@@ -70,6 +70,21 @@ var panelCounters = map[string]map[string]float64{
 	"podslo_pod_terminations_over_grace_total": {"runc/none": 6, "kata/none": 120},
 }
 
+// panelGauges are constant series, as written: the NetworkPolicy
+// families, which have no classes. Two policies need 1.8 and one 1.12;
+// np/egress is unsupported, np/old has a CIDR problem, np/fine neither.
+var panelGauges = []string{
+	`podslo_networkpolicies{cluster="prod",job="podslo-exporter",min_version="1.8",supported="true"}`,
+	`podslo_networkpolicies{cluster="prod",job="podslo-exporter",min_version="1.8",supported="false"}`,
+	`podslo_networkpolicies{cluster="prod",job="podslo-exporter",min_version="1.12",supported="false"}`,
+	`podslo_networkpolicy_condition{cluster="prod",job="podslo-exporter",namespace="np",networkpolicy="egress",type="Supported",status="False",reason="Unimplemented"}`,
+	`podslo_networkpolicy_condition{cluster="prod",job="podslo-exporter",namespace="np",networkpolicy="egress",type="Problem",status="False",reason="None"}`,
+	`podslo_networkpolicy_condition{cluster="prod",job="podslo-exporter",namespace="np",networkpolicy="old",type="Supported",status="True",reason="Implemented"}`,
+	`podslo_networkpolicy_condition{cluster="prod",job="podslo-exporter",namespace="np",networkpolicy="old",type="Problem",status="True",reason="AmbiguousCIDR"}`,
+	`podslo_networkpolicy_condition{cluster="prod",job="podslo-exporter",namespace="np",networkpolicy="fine",type="Supported",status="True",reason="Implemented"}`,
+	`podslo_networkpolicy_condition{cluster="prod",job="podslo-exporter",namespace="np",networkpolicy="fine",type="Problem",status="False",reason="None"}`,
+}
+
 // panelCase is one query of one panel, with the dashboard's variables set
 // as a user would, and every sample it must return.
 type panelCase struct {
@@ -95,6 +110,14 @@ const (
 // that holds rank q×count, from its lower bound: lower + width × (rank −
 // below) / in-bucket.
 var panelCases = []panelCase{
+	// NetworkPolicies: the counts as exported, and the bad conditions only.
+	{file: overview, title: "NetworkPolicies by minVersion and support", refID: "A",
+		want: map[string]float64{`{min_version="1.8", supported="true"}`: 1, `{min_version="1.8", supported="false"}`: 2, `{min_version="1.12", supported="false"}`: 3}},
+	{file: overview, title: "Unsupported or problematic NetworkPolicies", refID: "A",
+		want: map[string]float64{
+			`{cluster="prod", job="podslo-exporter", namespace="np", networkpolicy="egress", reason="Unimplemented", status="False", type="Supported"}`: 1,
+			`{cluster="prod", job="podslo-exporter", namespace="np", networkpolicy="old", reason="AmbiguousCIDR", status="True", type="Problem"}`:       1,
+		}},
 	// Sandbox creation latency per class, through the class variables.
 	// runc sums both storage classes: 40 80 105 110 110 110.
 	{file: startup, title: "Sandbox creation latency", refID: "A", runtimeClass: "runc",
@@ -268,6 +291,14 @@ func TestPanelValues(t *testing.T) {
 		for class, perMinute := range byClass {
 			input = append(input, promtoolSeries{fmt.Sprintf("%s{%s}", name, labels(class, "")), fmt.Sprintf("0+%gx%d", perMinute, minutes)})
 		}
+	}
+	for i, series := range panelGauges {
+		// Distinct values, so that the sums below add up to one answer only.
+		v := 1.0
+		if strings.HasPrefix(series, "podslo_networkpolicies{") {
+			v = float64(i + 1)
+		}
+		input = append(input, promtoolSeries{series, fmt.Sprintf("%gx%d", v, minutes)})
 	}
 	slices.SortFunc(input, func(a, b promtoolSeries) int { return strings.Compare(a.Series, b.Series) })
 

@@ -188,6 +188,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 		ready:      pipe.Ready,
 		version:    version.Version,
 		dashboards: o.DashboardsURL,
+		policies:   netpols.landingTable,
 		log:        log,
 	}
 	page.register(handler)

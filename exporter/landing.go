@@ -29,7 +29,9 @@ type landing struct {
 	ready      func() bool
 	version    string
 	dashboards string
-	log        *slog.Logger
+	// policies is the NetworkPolicy section; nil leaves it out.
+	policies func() policyTable
+	log      *slog.Logger
 }
 
 // register adds / and /api/v1/classes to mux. A GET pattern also serves
@@ -44,18 +46,23 @@ type landingData struct {
 	Ready         bool
 	Rows          []classtable.Row
 	DashboardsURL string
+	Policies      policyTable
 }
 
 func (l *landing) page(w http.ResponseWriter, r *http.Request) {
 	// Rendered whole before anything is sent, so that a template error is a
 	// 500 and not half a page.
 	var buf bytes.Buffer
-	err := landingTemplate.Execute(&buf, landingData{
+	data := landingData{
 		Version:       l.version,
 		Ready:         l.ready(),
 		Rows:          l.table().Rows,
 		DashboardsURL: l.dashboards,
-	})
+	}
+	if l.policies != nil {
+		data.Policies = l.policies()
+	}
+	err := landingTemplate.Execute(&buf, data)
 	if err != nil {
 		l.log.Error("Rendering the landing page failed", "err", err)
 		http.Error(w, "rendering the landing page failed", http.StatusInternalServerError)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/podslo/podslo/collectors"
@@ -18,8 +19,11 @@ import (
 // nothing, so Start calls its methods unconditionally.
 type networkPolicies struct {
 	state     *netpolicy.State
+	profile   *netpolicy.Profile
 	watcher   *informers.PolicyWatcher
 	collector *collectors.NetworkPolicies
+	// events is nil without --networkpolicy-events.
+	events *policyEvents
 }
 
 // networkPolicies builds the NetworkPolicy watch and collector from the
@@ -40,11 +44,14 @@ func (o *Options) networkPolicies(client kubernetes.Interface, onEvent func(reso
 		log.Info("No network plugin profile: NetworkPolicy support is not judged", "flag", "--network-plugin-profile")
 	}
 	state := netpolicy.NewState(o.NetworkPolicyTargetPods)
-	return &networkPolicies{
-		state:     state,
-		watcher:   informers.NewPolicyWatcher(client, state, informers.PolicyOptions{OnEvent: onEvent, Logger: log}),
-		collector: collectors.NewNetworkPolicies(state, profile),
-	}, nil
+	n := &networkPolicies{state: state, profile: profile, collector: collectors.NewNetworkPolicies(state, profile)}
+	var handler informers.PolicyHandler = state
+	if o.NetworkPolicyEvents {
+		n.events = newPolicyEvents(state, state, profile, client, log)
+		handler = n.events
+	}
+	n.watcher = informers.NewPolicyWatcher(client, handler, informers.PolicyOptions{OnEvent: onEvent, Logger: log})
+	return n, nil
 }
 
 // podLabels is what the pod watch hands every pod's labels to: nil unless
@@ -62,10 +69,16 @@ func (n *networkPolicies) register(reg *prometheus.Registry) {
 	}
 }
 
-// Start runs the watch until ctx ends.
+// Start runs the watch, and the Events' writer, until ctx ends.
 func (n *networkPolicies) Start(ctx context.Context) error {
 	if n == nil {
 		return nil
 	}
-	return n.watcher.Start(ctx)
+	if n.events == nil {
+		return n.watcher.Start(ctx)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return n.watcher.Start(gctx) })
+	g.Go(func() error { return n.events.Start(gctx) })
+	return g.Wait()
 }

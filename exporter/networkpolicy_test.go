@@ -3,6 +3,7 @@ package exporter
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -191,6 +192,15 @@ func TestNetworkPoliciesOnRealAPIServer(t *testing.T) {
 	}
 	eventuallyMetrics(t, plain, npWant(ns, sorted(cases), false), npFamilies...)
 	eventuallyMetrics(t, profiled, npWant(ns, sorted(cases), true), npFamilies...)
+
+	t.Run("the landing page lists them, from the exporter's state", func(t *testing.T) {
+		_, body := get(t, http.MethodGet, profiled+"/")
+		table, ok := parsePolicyTable(t, body)
+		require.True(t, ok, "no table#networkpolicies")
+		require.Len(t, table.rows, len(cases))
+		assert.Contains(t, table.rows, []string{"np/sctp", "1.12", "False (Version)", "False (None)", "Unknown (Profile)"})
+		assert.Contains(t, table.rows, []string{"np/ingress-only", "1.3", "True (Implemented)", "False (None)", "Unknown (Profile)"})
+	})
 
 	t.Run("an ingress-only policy given egress moves from 1.3 to 1.8", func(t *testing.T) {
 		np, err := c.NetworkingV1().NetworkPolicies(ns).Get(ctx, "ingress-only", metav1.GetOptions{})

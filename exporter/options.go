@@ -91,6 +91,11 @@ type Options struct {
 	// It keeps every label of every pod (about 0.5 KB per pod). Default
 	// false.
 	NetworkPolicyTargetPods bool
+	// NetworkPolicyEvents writes a Warning Event on a NetworkPolicy when
+	// its Supported condition turns False or its Problem condition turns
+	// True. It needs create and patch on events.k8s.io events. Default
+	// false.
+	NetworkPolicyEvents bool
 	// ShutdownTimeout bounds the HTTP server's graceful shutdown. Default 5s.
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
@@ -128,6 +133,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(o.NetworkPolicies, "networkpolicies", true, "Watch NetworkPolicies and export their KEP-2136 minVersion and conditions (needs get/list/watch on networking.k8s.io networkpolicies)")
 	fs.StringVar(&o.NetworkPluginProfile, "network-plugin-profile", "", "YAML file saying what the network plugin implements (docs/networkpolicy.md); without it, NetworkPolicy support is not judged")
 	fs.BoolVar(&o.NetworkPolicyTargetPods, "networkpolicy-target-pods", false, "Export how many pods each NetworkPolicy selects; keeps every label of every pod (about 0.5 KB per pod)")
+	fs.BoolVar(&o.NetworkPolicyEvents, "networkpolicy-events", false, "Write a Warning Event on a NetworkPolicy when its Supported condition turns False or its Problem condition turns True (needs create/patch on events.k8s.io events)")
 }
 
 // quantityValue is a flag of bytes written as a Kubernetes quantity, such
@@ -286,6 +292,9 @@ func (o *Options) validateNetworkPolicies() []error {
 		}
 		if o.NetworkPolicyTargetPods {
 			errs = append(errs, errors.New("--networkpolicy-target-pods needs --networkpolicies"))
+		}
+		if o.NetworkPolicyEvents {
+			errs = append(errs, errors.New("--networkpolicy-events needs --networkpolicies"))
 		}
 		return errs
 	}

@@ -77,6 +77,13 @@ func (s *State) PodDeleted(namespace, name string) {
 	}
 }
 
+// Get returns the policy of key namespace/name, or nil.
+func (s *State) Get(key string) *Policy {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.policies[key]
+}
+
 // Len is the number of policies.
 func (s *State) Len() int {
 	s.mu.RLock()

@@ -210,6 +210,28 @@ broken or silently open.
 {{- if and .Values.web.basicAuth.users (not .Values.web.basicAuth.scrapeSecretName) (or .Values.exporter.serviceMonitor.enabled (and .Values.agent.enabled .Values.agent.podMonitor.enabled)) -}}
 {{- fail "web.basicAuth.scrapeSecretName: name the Secret (keys username, password) Prometheus presents when web.basicAuth.users is set" -}}
 {{- end -}}
+{{- $np := .Values.exporter.networkPolicies -}}
+{{- if and (not $np.enabled) (include "podslo.networkPluginProfile" . | trim) -}}
+{{- fail "exporter.networkPolicies.profile: set, but exporter.networkPolicies.enabled is false, so no policy would be judged against it; enable NetworkPolicies or remove the profile" -}}
+{{- end -}}
+{{- if kindIs "map" $np.profile -}}
+{{- with $np.profile.unimplemented -}}
+{{- /* netpolicy.Table's versions; charts/networkpolicies_test.go checks each. */ -}}
+{{- $versions := dict "ingress" 3 "podSelector" 3 "namespaceSelector" 3 "ports" 3 "namedPorts" 3 "egress" 8 "ipBlock" 8 "ipv6" 9 "podAndNamespaceSelector" 11 "sctp" 12 "endPort" 21 "namespaceByName" 21 -}}
+{{- $max := int (trimPrefix "1." (toString $np.profile.maxVersion)) -}}
+{{- range . -}}
+{{- if gt (int (get $versions .)) $max -}}
+{{- fail (printf "exporter.networkPolicies.profile.unimplemented: %s (1.%d) is newer than maxVersion %s: a plugin cannot know it without implementing it, and maxVersion already rules it out" . (int (get $versions .)) $np.profile.maxVersion) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and (not $np.enabled) $np.events -}}
+{{- fail "exporter.networkPolicies.events: true, but exporter.networkPolicies.enabled is false, so there are no policies to report on" -}}
+{{- end -}}
+{{- if and (not $np.enabled) $np.targetPods -}}
+{{- fail "exporter.networkPolicies.targetPods: true, but exporter.networkPolicies.enabled is false, so there are no policies to count pods for" -}}
+{{- end -}}
 {{- if and .Values.agent.enabled .Values.agent.nodeRestriction.enabled (semverCompare "<1.32.0-0" .Capabilities.KubeVersion.Version) -}}
 {{- fail (printf "agent.nodeRestriction: Kubernetes %s is older than 1.32, whose pod-bound service account tokens name their node; without that the admission policy cannot keep each agent to its own node's pods. Upgrade the cluster, or set agent.nodeRestriction.enabled=false and accept that every agent may write the status of every pod." .Capabilities.KubeVersion.Version) -}}
 {{- end -}}
@@ -228,5 +250,39 @@ namespaceSelector:
 {{- with $p.podSelector }}
 podSelector:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+The network plugin profile's file, from exporter.networkPolicies.profile:
+the profile as YAML, or a string as it is (helm --set-file). Empty without
+one. The exporter parses it strictly when it starts.
+*/}}
+{{- define "podslo.networkPluginProfile" -}}
+{{- with .Values.exporter.networkPolicies.profile -}}
+{{- if kindIs "string" . -}}
+{{- . -}}
+{{- else -}}
+{{- toYaml . -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "podslo.networkPluginProfileDir" -}}/etc/podslo/network-plugin-profile{{- end -}}
+
+{{/* The exporter's NetworkPolicy flags; none with the defaults. */}}
+{{- define "podslo.networkPolicyArgs" -}}
+{{- $np := .Values.exporter.networkPolicies -}}
+{{- if not $np.enabled }}
+- --networkpolicies=false
+{{- end }}
+{{- if include "podslo.networkPluginProfile" . | trim }}
+- --network-plugin-profile={{ include "podslo.networkPluginProfileDir" . }}/profile.yaml
+{{- end }}
+{{- if $np.targetPods }}
+- --networkpolicy-target-pods
+{{- end }}
+{{- if $np.events }}
+- --networkpolicy-events
 {{- end }}
 {{- end -}}
