@@ -11,6 +11,7 @@ import (
 	"github.com/podslo/podslo/exporter"
 	"github.com/podslo/podslo/informers"
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/scope"
 )
 
 func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Options) error) *cobra.Command {
@@ -36,6 +37,13 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 	fs.Bool("networkpolicies", true, "Watch NetworkPolicies and export their KEP-2136 minVersion and conditions (needs get/list/watch on networking.k8s.io networkpolicies)")
 	fs.String("network-plugin-profile", "", "YAML file saying what the network plugin implements (docs/networkpolicy.md); without it, NetworkPolicy support is not judged")
 	fs.Bool("networkpolicy-target-pods", false, "Export how many pods each NetworkPolicy selects; keeps every label of every pod (about 0.5 KB per pod)")
+	fs.StringSlice("namespaces", nil, "Comma-separated namespaces to watch, one watch each (default: all namespaces); with --namespaces-denylist, the denied ones are removed, as in kube-state-metrics")
+	fs.StringSlice("namespaces-denylist", nil, "Comma-separated namespaces not to watch, left out by a field selector on every watch")
+	fs.String("node-name", "", "Watch only the pods bound to this node (spec.nodeName field selector): per-node mode, e.g. from the downward API's spec.nodeName")
+	fs.Int("shard", 0, "This instance's shard, zero-indexed, of --total-shards: it owns the pods whose UID hashes to it (kube-state-metrics' hash)")
+	fs.Int("total-shards", 1, "Number of shards the pods are split into")
+	fs.String("pod", "", "Autosharding: this exporter's pod name; with --pod-namespace, the shard is its StatefulSet ordinal and the total its replicas (needs get on pods and get/list/watch on statefulsets)")
+	fs.String("pod-namespace", "", "Autosharding: this exporter's pod namespace (see --pod)")
 	fs.StringSlice("sandbox-condition-types", []string{"PodReadyToStartContainers", "PodHasNetwork"}, "Pod condition types that mark a ready sandbox; the first present wins")
 
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
@@ -65,6 +73,14 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 			StableConditionType:    c.str("stable-condition-type"),
 			Logger:                 log,
 		}
+		opts.Scope = scope.Scope{
+			Namespaces:         c.list("namespaces"),
+			NamespacesDenylist: c.list("namespaces-denylist"),
+			Node:               c.str("node-name"),
+			Shard:              c.integer("shard"),
+			TotalShards:        c.integer("total-shards"),
+		}
+		opts.Autoshard = scope.Autoshard{Pod: c.str("pod"), Namespace: c.str("pod-namespace")}
 		netpols := c.boolean("networkpolicies")
 		opts.NetworkPolicies, opts.NetworkPluginProfile, opts.NetworkPolicyTargetPods = &netpols, c.str("network-plugin-profile"), c.boolean("networkpolicy-target-pods")
 		if err := c.err(); err != nil {

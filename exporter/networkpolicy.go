@@ -42,7 +42,7 @@ func (o *Options) networkPolicies(client kubernetes.Interface, onEvent func(reso
 	state := netpolicy.NewState(o.NetworkPolicyTargetPods)
 	return &networkPolicies{
 		state:     state,
-		watcher:   informers.NewPolicyWatcher(client, state, informers.PolicyOptions{OnEvent: onEvent, Logger: log}),
+		watcher:   informers.NewPolicyWatcher(client, state, informers.PolicyOptions{OnEvent: onEvent, Logger: log, Scope: o.Scope}),
 		collector: collectors.NewNetworkPolicies(state, profile),
 	}, nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/netpolicy"
 	"github.com/podslo/podslo/pipeline"
+	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/store"
 )
 
@@ -89,6 +90,15 @@ type Options struct {
 	// It keeps every label of every pod (about 0.5 KB per pod). Default
 	// false.
 	NetworkPolicyTargetPods bool
+	// Scope is which pods this instance owns (docs/scaling.md):
+	// --namespaces, --namespaces-denylist, --node-name, --shard and
+	// --total-shards. Default scope.Unscoped, the whole cluster.
+	Scope scope.Scope
+	// Autoshard, when set (--pod, --pod-namespace), takes the shard and
+	// the total from the StatefulSet running this pod, and stops the
+	// exporter (scope.ErrShardingChanged) when its replicas change.
+	// Default none.
+	Autoshard scope.Autoshard
 	// ShutdownTimeout bounds the HTTP server's graceful shutdown. Default 5s.
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
@@ -139,6 +149,9 @@ func (o *Options) Complete() {
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 5 * time.Second
+	}
+	if o.Scope.TotalShards == 0 {
+		o.Scope.TotalShards = 1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -210,6 +223,14 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--user-error-event-regex: %w", err))
 	}
 	errs = append(errs, o.validateNetworkPolicies()...)
+	if err := o.Scope.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Autoshard.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if o.Autoshard.Enabled() && (o.Scope.Sharded() || o.Scope.Shard != 0) {
+		errs = append(errs, errors.New("--shard and --total-shards come from the StatefulSet with --pod and --pod-namespace: set one or the other"))
+	}
 	if o.StateDir != "" {
 		sopts := store.Options{Dir: o.StateDir}
 		if err := sopts.Validate(); err != nil {
