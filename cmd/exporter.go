@@ -92,6 +92,10 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Op
 				return fmt.Errorf("--%s must be at least 1s, got 0s", key)
 			}
 		}
+		if opts.Scope.TotalShards == 0 {
+			// Zero would silently become the default, one shard.
+			return fmt.Errorf("--total-shards must be at least 1, got 0")
+		}
 		opts.Complete()
 		if err := opts.Validate(); err != nil {
 			return err
