@@ -15,6 +15,7 @@ import (
 
 	"github.com/podslo/podslo/agent"
 	"github.com/podslo/podslo/exporter"
+	"github.com/podslo/podslo/scope"
 )
 
 var errNotRun = errors.New("captured, not run")
@@ -266,4 +267,16 @@ func TestAgentSources(t *testing.T) {
 	t.Setenv("PODSLO_MAX_PROBE_WORKERS", "many")
 	_, err = parseAgent(t)
 	assert.EqualError(t, err, `PODSLO_MAX_PROBE_WORKERS: "many" is not a whole number`)
+}
+
+func TestScopeFlags(t *testing.T) {
+	o, err := parse(t, "exporter", "--namespaces", "a,b", "--namespaces-denylist", "b", "--node-name", "node-1", "--shard", "1", "--total-shards", "3")
+	require.NoError(t, err)
+	assert.Equal(t, scope.Scope{Namespaces: []string{"a", "b"}, NamespacesDenylist: []string{"b"}, Node: "node-1", Shard: 1, TotalShards: 3}, o.Scope)
+	o, err = parse(t, "exporter")
+	require.NoError(t, err)
+	assert.Equal(t, scope.Unscoped, o.Scope)
+	o, err = parse(t, "exporter", "--pod", "podslo-exporter-1", "--pod-namespace", "monitoring")
+	require.NoError(t, err)
+	assert.Equal(t, scope.Autoshard{Pod: "podslo-exporter-1", Namespace: "monitoring"}, o.Autoshard)
 }

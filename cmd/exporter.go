@@ -42,6 +42,10 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Ex
 				return fmt.Errorf("--%s must be at least 1s, got 0s", d.key)
 			}
 		}
+		if opts.Scope.TotalShards == 0 {
+			// Zero would silently become the default, one shard.
+			return fmt.Errorf("--total-shards must be at least 1, got 0")
+		}
 		opts.Logger = log
 		e, err := exporter.New(opts)
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/pipeline"
+	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/store"
 )
 
@@ -83,6 +84,23 @@ func New(opts Options, with ...Option) (*Exporter, error) {
 // Options returns the options the exporter runs with, defaults applied.
 func (e *Exporter) Options() Options { return e.opts }
 
+// resolveScope is the scope this instance runs in: the options', with the
+// shard and total from the StatefulSet when autosharded (whose name it
+// returns too).
+func (o *Options) resolveScope(ctx context.Context, client kubernetes.Interface) (scope.Scope, string, error) {
+	sc := o.Scope
+	if !o.Autoshard.Enabled() {
+		return sc, "", nil
+	}
+	shard, total, set, err := o.Autoshard.Resolve(ctx, client)
+	if err != nil {
+		return sc, "", err
+	}
+	sc.Shard, sc.TotalShards = shard, total
+	o.Logger.Info("Autosharding", "statefulSet", set, "shard", shard, "totalShards", total)
+	return sc, set, nil
+}
+
 // Start runs the exporter until ctx ends, then shuts down the HTTP server,
 // stops the informers and closes the store. It returns the first error that
 // stopped it early. Start runs an exporter once.
@@ -102,6 +120,10 @@ func (e *Exporter) Start(ctx context.Context) error {
 		return fmt.Errorf("create API client: %w", err)
 	}
 
+	sc, autoshardSet, err := o.resolveScope(ctx, client)
+	if err != nil {
+		return err
+	}
 	if o.StateDir == store.InMemory {
 		log.Warn("State is kept in memory only: a restart forgets what was observed and may count it again", "stateDir", o.StateDir)
 	}
@@ -131,6 +153,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 		TimeoutCheckInterval: e.timeoutCheckInterval,
 		PodLabels:            o.PodLabels,
 		HistogramLabels:      histogramLabels,
+		Scope:                sc,
 		Logger:               log.With("component", "pipeline"),
 	})
 	if err != nil {
@@ -156,6 +179,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 		UserErrorEventRegex:   o.UserErrorEventRegex,
 		PodLabelsHandler:      netpols.podLabels(),
 		OnEvent:               func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
+		Scope:                 sc,
 		Logger:                log.With("component", "informers"),
 	})
 	if err != nil {
@@ -200,6 +224,9 @@ func (e *Exporter) Start(ctx context.Context) error {
 	g.Go(func() error { return watcher.Start(gctx) })
 	g.Go(func() error { return netpols.Start(gctx) })
 	g.Go(func() error { return pipe.Start(gctx) })
+	if autoshardSet != "" {
+		g.Go(func() error { return o.Autoshard.WatchReplicas(gctx, client, autoshardSet, sc.TotalShards) })
+	}
 	g.Go(func() error {
 		return serve.Serve(gctx, lis, handler, o.WebConfigFile, o.ShutdownTimeout, log.With("component", "web"))
 	})

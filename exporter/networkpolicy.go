@@ -50,7 +50,7 @@ func (o *Options) networkPolicies(client kubernetes.Interface, onEvent func(reso
 		n.events = newPolicyEvents(state, state, profile, client, log)
 		handler = n.events
 	}
-	n.watcher = informers.NewPolicyWatcher(client, handler, informers.PolicyOptions{OnEvent: onEvent, Logger: log})
+	n.watcher = informers.NewPolicyWatcher(client, handler, informers.PolicyOptions{OnEvent: onEvent, Logger: log, Scope: o.Scope})
 	return n, nil
 }
 

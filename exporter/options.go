@@ -20,6 +20,7 @@ import (
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/netpolicy"
 	"github.com/podslo/podslo/pipeline"
+	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/store"
 )
 
@@ -96,6 +97,15 @@ type Options struct {
 	// True. It needs create and patch on events.k8s.io events. Default
 	// false.
 	NetworkPolicyEvents bool
+	// Scope is which pods this instance owns (docs/scaling.md):
+	// --namespaces, --namespaces-denylist, --node-name, --shard and
+	// --total-shards. Default scope.Unscoped, the whole cluster.
+	Scope scope.Scope
+	// Autoshard, when set (--pod, --pod-namespace), takes the shard and
+	// the total from the StatefulSet running this pod, and stops the
+	// exporter (scope.ErrShardingChanged) when its replicas change.
+	// Default none.
+	Autoshard scope.Autoshard
 	// ShutdownTimeout bounds the HTTP server's graceful shutdown. Default 5s.
 	ShutdownTimeout time.Duration
 	// Logger receives all logs. Default: discard.
@@ -134,6 +144,13 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.NetworkPluginProfile, "network-plugin-profile", "", "YAML file saying what the network plugin implements (docs/networkpolicy.md); without it, NetworkPolicy support is not judged")
 	fs.BoolVar(&o.NetworkPolicyTargetPods, "networkpolicy-target-pods", false, "Export how many pods each NetworkPolicy selects; keeps every label of every pod (about 0.5 KB per pod)")
 	fs.BoolVar(&o.NetworkPolicyEvents, "networkpolicy-events", false, "Write a Warning Event on a NetworkPolicy when its Supported condition turns False or its Problem condition turns True (needs create/patch on events.k8s.io events)")
+	fs.StringSliceVar(&o.Scope.Namespaces, "namespaces", nil, "Comma-separated namespaces to watch, one watch each (default: all namespaces); with --namespaces-denylist, the denied ones are removed, as in kube-state-metrics")
+	fs.StringSliceVar(&o.Scope.NamespacesDenylist, "namespaces-denylist", nil, "Comma-separated namespaces not to watch, left out by a field selector on every watch")
+	fs.StringVar(&o.Scope.Node, "node-name", "", "Watch only the pods bound to this node (spec.nodeName field selector): per-node mode, e.g. from the downward API's spec.nodeName")
+	fs.IntVar(&o.Scope.Shard, "shard", 0, "This instance's shard, zero-indexed, of --total-shards: it owns the pods whose UID hashes to it (kube-state-metrics' hash)")
+	fs.IntVar(&o.Scope.TotalShards, "total-shards", 1, "Number of shards the pods are split into")
+	fs.StringVar(&o.Autoshard.Pod, "pod", "", "Autosharding: this exporter's pod name; with --pod-namespace, the shard is its StatefulSet ordinal and the total its replicas (needs get on pods and get/list/watch on statefulsets)")
+	fs.StringVar(&o.Autoshard.Namespace, "pod-namespace", "", "Autosharding: this exporter's pod namespace (see --pod)")
 }
 
 // quantityValue is a flag of bytes written as a Kubernetes quantity, such
@@ -203,6 +220,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.ShutdownTimeout == 0 {
 		o.ShutdownTimeout = 5 * time.Second
+	}
+	if o.Scope.TotalShards == 0 {
+		o.Scope.TotalShards = 1
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -274,6 +294,14 @@ func (o *Options) validate() error {
 		errs = append(errs, fmt.Errorf("--user-error-event-regex: %w", err))
 	}
 	errs = append(errs, o.validateNetworkPolicies()...)
+	if err := o.Scope.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.Autoshard.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if o.Autoshard.Enabled() && (o.Scope.Sharded() || o.Scope.Shard != 0) {
+		errs = append(errs, errors.New("--shard and --total-shards come from the StatefulSet with --pod and --pod-namespace: set one or the other"))
+	}
 	if o.StateDir != "" {
 		sopts := store.Options{Dir: o.StateDir}
 		if err := sopts.Validate(); err != nil {

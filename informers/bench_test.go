@@ -207,11 +207,12 @@ func BenchmarkMemoryPerPod(b *testing.B) {
 				dir := b.TempDir()
 				st := openBench(b, dir)
 				w, _ := benchWatcher(b, st)
-				keys := newPodKeys()
+				pw := newPodWatch("")
+				keys := pw.keys
 				before := heapInUse()
 				for i := range n {
 					p, _ := w.trim.transform(benchPod(i))
-					w.processPodDelta(keys, cache.Delta{Type: cache.Added, Object: p})
+					w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: p})
 				}
 				if n := st.Stats().Failed(store.OpApply); n > 0 {
 					b.Fatalf("%d pod writes failed", n)

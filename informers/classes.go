@@ -14,6 +14,12 @@ import (
 
 var everything = labels.Everything()
 
+// pvcGetter finds a pod's claims: a PVC lister, or one per allowed
+// namespace (pvcsByNamespace).
+type pvcGetter interface {
+	PersistentVolumeClaims(namespace string) corelisters.PersistentVolumeClaimNamespaceLister
+}
+
 // Label values of runtime_class and storage_class.
 const (
 	// ClassNone: no runtimeClassName, or no PVC-backed volume.
@@ -33,7 +39,7 @@ func RuntimeClass(p *lifecycle.Pod) string {
 // classResolver maps a pod to its storage_class label value from the PVC and
 // StorageClass caches.
 type classResolver struct {
-	pvcs    corelisters.PersistentVolumeClaimLister
+	pvcs    pvcGetter
 	classes storagelisters.StorageClassLister
 }
 

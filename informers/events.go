@@ -31,9 +31,29 @@ var failedMountSelector = fields.AndSelectors(
 	fields.OneTermEqualSelector("involvedObject.kind", "Pod"),
 ).String()
 
+// eventSelector is failedMountSelector narrowed by the scope's namespace
+// selector. The API server cannot select events by the node or the shard
+// of their pod: handleEvent drops those.
+func eventSelector(namespaceSelector string) string {
+	if namespaceSelector == "" {
+		return failedMountSelector
+	}
+	return failedMountSelector + "," + namespaceSelector
+}
+
 func (w *Watcher) handleEvent(obj any) {
 	ev, ok := obj.(*corev1.Event)
 	if !ok || ev.Reason != "FailedMount" || ev.InvolvedObject.UID == "" {
+		return
+	}
+	if !w.opts.Scope.OwnsUID(ev.InvolvedObject.UID) {
+		// Another shard's pod.
+		return
+	}
+	if n := w.opts.Scope.Node; n != "" && ev.Source.Host != "" && ev.Source.Host != n {
+		// The kubelet of another node reported it: another node's pod.
+		// Events without a host wait in the pipeline for a pod that never
+		// comes, and expire.
 		return
 	}
 	if !w.userError.MatchString(ev.Message) {

@@ -7,16 +7,19 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/scope"
 )
 
 // Handler receives what the watches see, in order per pod. It is the next
@@ -61,12 +64,24 @@ type Options struct {
 	OnEvent func(resource, event string)
 	// Logger receives the watcher's logs. Default: discard.
 	Logger *slog.Logger
+	// Scope narrows the watches: pods, PVCs and events by namespace (one
+	// watch per allowed namespace, a field selector for denied ones), pods
+	// by node, and pods and events by shard (client-side). StorageClasses
+	// stay cluster-wide: the default class is a cluster-wide setting.
+	// Default scope.Unscoped.
+	Scope scope.Scope
 }
 
 // Validate reports the first invalid option.
 func (o *Options) Validate() error {
-	_, err := compileUserErrorRegex(o.UserErrorEventRegex)
-	return err
+	if _, err := compileUserErrorRegex(o.UserErrorEventRegex); err != nil {
+		return err
+	}
+	if o.Scope.TotalShards == 0 {
+		// The zero Scope is the documented default.
+		return nil
+	}
+	return o.Scope.Validate()
 }
 
 // Watcher lists and watches pods, PVCs, StorageClasses and FailedMount
@@ -79,7 +94,6 @@ type Watcher struct {
 	trim      *trimmer
 	classes   classResolver
 	userError *regexp.Regexp
-	current   *currency
 }
 
 // New returns a Watcher handing pods to h; Start runs it.
@@ -92,6 +106,9 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 	}
 	if opts.OnEvent == nil {
 		opts.OnEvent = func(string, string) {}
+	}
+	if opts.Scope.TotalShards == 0 {
+		opts.Scope = scope.Unscoped
 	}
 	t := &trimmer{podLabels: map[string]bool{}, podAnnotations: map[string]bool{}, conditionTypes: map[corev1.PodConditionType]corev1.PodConditionType{corev1.PodScheduled: corev1.PodScheduled}}
 	for _, k := range opts.PodLabels {
@@ -114,58 +131,147 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 		t.conditionTypes[ct] = ct
 	}
 	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
-	return &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re, current: newCurrency(time.Now)}, nil
+	return &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re}, nil
 }
 
 // Start runs the informers until ctx ends.
 func (w *Watcher) Start(ctx context.Context) error {
+	sc := &w.opts.Scope
+	namespaces := sc.WatchedNamespaces()
+	nsSelector := sc.NamespaceSelector()
 	// No resync for these either: their handlers only count events, and
-	// the class resolver reads the listers' current state.
-	factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTransform(w.trim.transform))
-	events := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-		informers.WithTransform(w.trim.transform),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = failedMountSelector }))
-	pvcs := factory.Core().V1().PersistentVolumeClaims()
-	classes := factory.Storage().V1().StorageClasses()
-	eventInformer := events.Core().V1().Events().Informer()
-	w.classes = classResolver{pvcs: pvcs.Lister(), classes: classes.Lister()}
-	for resource, inf := range map[string]cache.SharedIndexInformer{"persistentvolumeclaims": pvcs.Informer(), "storageclasses": classes.Informer()} {
-		if _, err := inf.AddEventHandler(w.counter(resource)); err != nil {
-			return fmt.Errorf("watch %s: %w", resource, err)
+	// the class resolver reads the listers' current state. StorageClasses
+	// are cluster-scoped, and read whatever the scope: the default class
+	// resolves the claims that name none.
+	cluster := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTransform(w.trim.transform))
+	classes := cluster.Storage().V1().StorageClasses()
+	factories := []informers.SharedInformerFactory{cluster}
+	synced := []cache.InformerSynced{classes.Informer().HasSynced}
+	pvcListers := pvcsByNamespace{}
+	var pvcLister corelisters.PersistentVolumeClaimLister
+	for _, ns := range namespaces {
+		// One factory per allowed namespace (one, cluster-wide, without an
+		// allowlist): each watch is narrowed on the API server, so podslo
+		// does not receive what it would drop.
+		namespaced := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTransform(w.trim.transform),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = nsSelector }))
+		events := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTransform(w.trim.transform),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = eventSelector(nsSelector) }))
+		factories = append(factories, namespaced, events)
+		pvcs := namespaced.Core().V1().PersistentVolumeClaims()
+		pvcListers[ns], pvcLister = pvcs.Lister(), pvcs.Lister()
+		eventInformer := events.Core().V1().Events().Informer()
+		if _, err := pvcs.Informer().AddEventHandler(w.counter("persistentvolumeclaims")); err != nil {
+			return fmt.Errorf("watch persistentvolumeclaims: %w", err)
 		}
+		if _, err := eventInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.opts.OnEvent("events", "add"); w.handleEvent(obj) },
+			UpdateFunc: func(_, obj any) { w.opts.OnEvent("events", "update"); w.handleEvent(obj) },
+			DeleteFunc: func(any) { w.opts.OnEvent("events", "delete") },
+		}); err != nil {
+			return fmt.Errorf("watch events: %w", err)
+		}
+		synced = append(synced, pvcs.Informer().HasSynced, eventInformer.HasSynced)
 	}
-	if _, err := eventInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.opts.OnEvent("events", "add"); w.handleEvent(obj) },
-		UpdateFunc: func(_, obj any) { w.opts.OnEvent("events", "update"); w.handleEvent(obj) },
-		DeleteFunc: func(any) { w.opts.OnEvent("events", "delete") },
-	}); err != nil {
-		return fmt.Errorf("watch events: %w", err)
+	if _, err := classes.Informer().AddEventHandler(w.counter("storageclasses")); err != nil {
+		return fmt.Errorf("watch storageclasses: %w", err)
+	}
+	w.classes = classResolver{pvcs: pvcListers, classes: classes.Lister()}
+	if len(namespaces) == 1 && namespaces[0] == metav1.NamespaceAll {
+		w.classes.pvcs = pvcLister
 	}
 
-	factory.Start(ctx.Done())
-	events.Start(ctx.Done())
-	defer factory.Shutdown()
-	defer events.Shutdown()
+	for _, f := range factories {
+		f.Start(ctx.Done())
+		defer f.Shutdown()
+	}
 	// PVCs, classes and FailedMount events first, so that the first pass
 	// over the pods already resolves every storage class and knows every
 	// user error.
-	if !cache.WaitForCacheSync(ctx.Done(), pvcs.Informer().HasSynced, classes.Informer().HasSynced, eventInformer.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return stopped(ctx)
 	}
-	pods, keys := w.podController()
+	watches := make([]*podWatch, 0, len(namespaces))
+	for _, ns := range namespaces {
+		watches = append(watches, w.podController(ns))
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { pods.RunWithContext(ctx) })
+	podsSynced := make([]cache.InformerSynced, 0, len(watches))
+	for _, pw := range watches {
+		wg.Go(func() { pw.ctrl.RunWithContext(ctx) })
+		podsSynced = append(podsSynced, pw.ctrl.HasSynced)
+	}
 	// The controller's HasSynced turns true only once the handler has
 	// returned for every pod of the first list: the queue calls it under
 	// the lock that HasSynced takes.
-	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), podsSynced...) {
 		return stopped(ctx)
 	}
-	w.log.Info("Informers synced", "pods", keys.len())
-	w.handler.Synced(keys.live, w.current.Current)
+	all := podWatches(watches)
+	w.log.Info("Informers synced", "pods", all.len(), "scope", sc.String())
+	w.handler.Synced(all.live, all.current)
 	<-ctx.Done()
 	return nil
+}
+
+// podWatches are the pod watches of every watched namespace.
+type podWatches []*podWatch
+
+func (ws podWatches) len() int {
+	n := 0
+	for _, pw := range ws {
+		n += pw.keys.len()
+	}
+	return n
+}
+
+// live is the UIDs of the pods that exist now, in every watched namespace.
+func (ws podWatches) live() map[types.UID]struct{} {
+	if len(ws) == 1 {
+		return ws[0].keys.live()
+	}
+	out := map[types.UID]struct{}{}
+	for _, pw := range ws {
+		for uid := range pw.keys.live() {
+			out[uid] = struct{}{}
+		}
+	}
+	return out
+}
+
+// current is whether every pod watch is current: the absence of an update
+// can be trusted only if no namespace's watch is down.
+func (ws podWatches) current() bool {
+	for _, pw := range ws {
+		if !pw.current.Current() {
+			return false
+		}
+	}
+	return true
+}
+
+// pvcsByNamespace is the PVC listers of the allowed namespaces: a pod's
+// claims are in its own namespace, which its own watch's factory lists.
+type pvcsByNamespace map[string]corelisters.PersistentVolumeClaimLister
+
+func (p pvcsByNamespace) PersistentVolumeClaims(namespace string) corelisters.PersistentVolumeClaimNamespaceLister {
+	if l, ok := p[namespace]; ok {
+		return l.PersistentVolumeClaims(namespace)
+	}
+	return noPVCs{}
+}
+
+// noPVCs lists the claims of a namespace outside the scope: none.
+type noPVCs struct{}
+
+func (noPVCs) List(labels.Selector) ([]*corev1.PersistentVolumeClaim, error) { return nil, nil }
+func (noPVCs) Get(name string) (*corev1.PersistentVolumeClaim, error) {
+	return nil, apierrors.NewNotFound(corev1.Resource("persistentvolumeclaims"), name)
 }
 
 func stopped(ctx context.Context) error {

@@ -8,11 +8,13 @@ import (
 	"unique"
 
 	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podslo/podslo/netpolicy"
+	"github.com/podslo/podslo/scope"
 )
 
 // PolicyHandler receives the NetworkPolicies the watch sees, trimmed to
@@ -43,6 +45,11 @@ type PolicyOptions struct {
 	OnEvent func(resource, event string)
 	// Logger receives the watcher's logs. Default: discard.
 	Logger *slog.Logger
+	// Scope narrows the watch by namespace, as the pod watch: one watch
+	// per allowed namespace, the denylist's field selector. Policies have
+	// no node nor shard: every instance of a per-node or sharded set
+	// watches the same ones. Default scope.Unscoped.
+	Scope scope.Scope
 }
 
 // PolicyWatcher lists and watches NetworkPolicies, trims them, and hands
@@ -63,6 +70,9 @@ func NewPolicyWatcher(client kubernetes.Interface, h PolicyHandler, opts PolicyO
 	if opts.OnEvent == nil {
 		opts.OnEvent = func(string, string) {}
 	}
+	if opts.Scope.TotalShards == 0 {
+		opts.Scope = scope.Unscoped
+	}
 	return &PolicyWatcher{client: client, handler: h, opts: opts}
 }
 
@@ -71,21 +81,34 @@ const policiesResource = "networkpolicies"
 // Start runs the watch until ctx ends.
 func (w *PolicyWatcher) Start(ctx context.Context) error {
 	// No resync: the handler derives nothing from time.
-	factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTransform(trimPolicy))
-	inf := factory.Networking().V1().NetworkPolicies().Informer()
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { w.opts.OnEvent(policiesResource, "add"); w.deliver(obj) },
-		UpdateFunc: func(_, obj any) { w.opts.OnEvent(policiesResource, "update"); w.deliver(obj) },
-		DeleteFunc: func(obj any) { w.opts.OnEvent(policiesResource, "delete"); w.delete(obj) },
-	}); err != nil {
-		return fmt.Errorf("watch %s: %w", policiesResource, err)
+	selector := w.opts.Scope.NamespaceSelector()
+	var synced []cache.InformerSynced
+	var stores []cache.Store
+	for _, ns := range w.opts.Scope.WatchedNamespaces() {
+		factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
+			informers.WithNamespace(ns),
+			informers.WithTransform(trimPolicy),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
+		inf := factory.Networking().V1().NetworkPolicies().Informer()
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.opts.OnEvent(policiesResource, "add"); w.deliver(obj) },
+			UpdateFunc: func(_, obj any) { w.opts.OnEvent(policiesResource, "update"); w.deliver(obj) },
+			DeleteFunc: func(obj any) { w.opts.OnEvent(policiesResource, "delete"); w.delete(obj) },
+		}); err != nil {
+			return fmt.Errorf("watch %s: %w", policiesResource, err)
+		}
+		factory.Start(ctx.Done())
+		defer factory.Shutdown()
+		synced, stores = append(synced, inf.HasSynced), append(stores, inf.GetStore())
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return stopped(ctx)
 	}
-	w.opts.Logger.Info("NetworkPolicy informer synced", "networkpolicies", len(inf.GetStore().ListKeys()))
+	n := 0
+	for _, st := range stores {
+		n += len(st.ListKeys())
+	}
+	w.opts.Logger.Info("NetworkPolicy informer synced", "networkpolicies", n)
 	<-ctx.Done()
 	return nil
 }

@@ -101,14 +101,14 @@ func TestPodLabelsHandler(t *testing.T) {
 	w, err := New(fake.NewClientset(), &recorder{}, Options{PodLabels: []string{"team"}, PodLabelsHandler: rec})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
-	keys := newPodKeys()
+	pw := newPodWatch("")
 	pod := w.trim.pod(full)
 	assert.Equal(t, full.Labels, pod.Labels)
-	w.processPodDelta(keys, cache.Delta{Type: cache.Added, Object: pod})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: pod})
 	relabelled := full.DeepCopy()
 	relabelled.Labels = map[string]string{"app": "db"}
-	w.processPodDelta(keys, cache.Delta{Type: cache.Updated, Object: w.trim.pod(relabelled)})
-	w.processPodDelta(keys, cache.Delta{Type: cache.Deleted, Object: cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: &podRef{Namespace: "ns", Name: "web", UID: "u1"}}})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Updated, Object: w.trim.pod(relabelled)})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Deleted, Object: cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: &podRef{Namespace: "ns", Name: "web", UID: "u1"}}})
 	assert.Equal(t, []string{"labels ns/web app=web,pod-template-hash=abc,team=a", "labels ns/web app=db", "pod deleted ns/web"}, rec.get())
 
 	without, err := New(fake.NewClientset(), &recorder{}, Options{PodLabels: []string{"team"}})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -103,56 +104,105 @@ func (k *podKeys) GetByKey(key string) (any, bool, error) {
 	return &podRef{Namespace: ns, Name: name, UID: uid}, true, nil
 }
 
-// podListWatch lists and watches every pod, as client-go's generated pod
-// informer does, including its choice of streaming lists (WatchList) where
-// the client supports them.
-func podListWatch(client kubernetes.Interface, c *currency) cache.ListerWatcher {
+// podListWatch lists and watches the pods of one namespace (or all) that
+// the field selector keeps, as client-go's generated pod informer does,
+// including its choice of streaming lists (WatchList) where the client
+// supports them. owns drops, before they reach the queue, the pods of other
+// shards: the API server cannot select by a hash of the UID.
+func podListWatch(client kubernetes.Interface, namespace, selector string, owns func(types.UID) bool, c *currency) cache.ListerWatcher {
+	narrow := func(o metav1.ListOptions) metav1.ListOptions {
+		o.FieldSelector = selector
+		return o
+	}
+	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		l, err := client.CoreV1().Pods(namespace).List(ctx, narrow(o))
+		if err != nil || owns == nil {
+			return l, err
+		}
+		// Keep the list's metadata: its continue token pages the relist.
+		kept := l.Items[:0]
+		for i := range l.Items {
+			if owns(l.Items[i].UID) {
+				kept = append(kept, l.Items[i])
+			}
+		}
+		clear(l.Items[len(kept):])
+		l.Items = kept
+		return l, nil
+	}
+	watchFunc := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := client.CoreV1().Pods(namespace).Watch(ctx, narrow(o))
+		if err != nil || owns == nil {
+			return w, err
+		}
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			switch e.Type {
+			case watch.Added, watch.Modified, watch.Deleted:
+				pod, ok := e.Object.(*corev1.Pod)
+				return e, !ok || owns(pod.UID)
+			default:
+				// Bookmarks (the end of a streamed list among them) and
+				// errors carry no pod.
+				return e, true
+			}
+		}), nil
+	}
 	return cache.ToListWatcherWithWatchListSemantics(c.track(&cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Pods(metav1.NamespaceAll).List(context.Background(), o)
-		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(context.Background(), o)
-		},
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
-		},
+		ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
+		WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchFunc(context.Background(), o) },
+		ListWithContextFunc:  list,
+		WatchFuncWithContext: watchFunc,
 	}), client)
 }
 
-// podController returns the controller that feeds every pod through
-// handlePod and deletePod, and the keys it knows.
-func (w *Watcher) podController() (cache.Controller, *podKeys) {
-	keys := newPodKeys()
+// podWatch is the pod watch of one namespace (or of all): the keys it has
+// delivered and whether it is current.
+type podWatch struct {
+	namespace string
+	keys      *podKeys
+	current   *currency
+	ctrl      cache.Controller
+}
+
+func newPodWatch(namespace string) *podWatch {
+	return &podWatch{namespace: namespace, keys: newPodKeys(), current: newCurrency(time.Now)}
+}
+
+// podController returns the watch that feeds the pods of namespace (all
+// for metav1.NamespaceAll) through handlePod and deletePod.
+func (w *Watcher) podController(namespace string) *podWatch {
+	pw := newPodWatch(namespace)
 	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{
-		KnownObjects:          keys,
+		KnownObjects:          pw.keys,
 		EmitDeltaTypeReplaced: true,
 		Transformer:           w.trim.transform,
 	})
-	ctrl := cache.New(&cache.Config{
-		Queue:             &markingQueue{DeltaFIFO: fifo, c: w.current},
-		ListerWatcher:     podListWatch(w.client, w.current),
+	var owns func(types.UID) bool
+	if w.opts.Scope.Sharded() {
+		owns = w.opts.Scope.OwnsUID
+	}
+	pw.ctrl = cache.New(&cache.Config{
+		Queue:             &markingQueue{DeltaFIFO: fifo, c: pw.current},
+		ListerWatcher:     podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current),
 		ObjectType:        &corev1.Pod{},
 		ObjectDescription: "pods",
 		// No resync: there is no cached pod to resync from. The handler
 		// retries what it could not record.
 		Process: func(obj any, _ bool) error {
 			for _, d := range obj.(cache.Deltas) {
-				w.processPodDelta(keys, d)
+				w.processPodDelta(pw, d)
 			}
 			return nil
 		},
 	})
-	return ctrl, keys
+	return pw
 }
 
-func (w *Watcher) processPodDelta(keys *podKeys, d cache.Delta) {
+func (w *Watcher) processPodDelta(pw *podWatch, d cache.Delta) {
+	keys := pw.keys
 	if n, ok := listMarker(d.Object); ok {
 		if d.Type != cache.Deleted {
-			w.current.listHandled(n)
+			pw.current.listHandled(n)
 		}
 		return
 	}

@@ -42,15 +42,16 @@ func TestWatchHandsOnPodsAndDeletions(t *testing.T) {
 	w, err := New(fake.NewClientset(), rec, Options{})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
-	keys := newPodKeys()
-	w.processPodDelta(keys, cache.Delta{Type: cache.Added, Object: podNamed("web", "old")})
-	w.processPodDelta(keys, cache.Delta{Type: cache.Added, Object: podNamed("db", "d1")})
-	w.processPodDelta(keys, cache.Delta{Type: cache.Replaced, Object: podNamed("web", "new")})
+	pw := newPodWatch("")
+	keys := pw.keys
+	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: podNamed("web", "old")})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: podNamed("db", "d1")})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Replaced, Object: podNamed("web", "new")})
 	ref, ok, err := keys.GetByKey("ns/db")
 	require.NoError(t, err)
 	require.True(t, ok)
-	w.processPodDelta(keys, cache.Delta{Type: cache.Deleted, Object: cache.DeletedFinalStateUnknown{Key: "ns/db", Obj: ref}})
-	w.processPodDelta(keys, cache.Delta{Type: cache.Deleted, Object: podNamed("web", "new")})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Deleted, Object: cache.DeletedFinalStateUnknown{Key: "ns/db", Obj: ref}})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Deleted, Object: podNamed("web", "new")})
 	assert.Equal(t, []string{
 		"pod old kata/none",
 		"pod d1 kata/none",

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
@@ -76,6 +77,11 @@ type Options struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Scope is which pods this exporter instance owns. It is persisted in
+	// the store; when it differs from the one the state was written under,
+	// the pipeline hands pods over (see handover). Default
+	// scope.Unscoped.
+	Scope scope.Scope
 }
 
 // Validate reports the first invalid option.
@@ -143,6 +149,12 @@ type Pipeline struct {
 	pendingUserErrors map[types.UID]time.Time
 	// apply is store.Apply; tests make it fail.
 	apply func(store.Change) error
+	// handover is set when the state was written under another scope, or
+	// under an unknown one; guarded by mu.
+	handover *handover
+	// persistScope: Options.Scope is still to be written to the store,
+	// once the first sweep has handed over what moved out; guarded by mu.
+	persistScope bool
 }
 
 // retry is a pod write to try again: its newest object, or its deletion.
@@ -176,6 +188,9 @@ func New(st *store.Store, opts Options) (*Pipeline, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.Scope.TotalShards == 0 {
+		opts.Scope = scope.Unscoped
+	}
 	names := make([]string, 0, len(opts.HistogramLabels))
 	for _, h := range opts.HistogramLabels {
 		names = append(names, h.Name)
@@ -185,6 +200,7 @@ func New(st *store.Store, opts Options) (*Pipeline, error) {
 		failed: map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
 	if st != nil {
 		p.apply = st.Apply
+		p.handover, p.persistScope = newHandover(st, &opts.Scope, opts.Now(), p.log)
 	}
 	return p, nil
 }
@@ -327,8 +343,25 @@ func (p *Pipeline) sweep(now bool) int {
 		}
 		orphans[uid] = struct{}{}
 	})
-	forgotten := 0
+	forgotten, movedOut := 0, 0
+	failedOut := map[types.UID]struct{}{}
 	for uid := range orphans {
+		if p.handover.movedOut(uid) {
+			// Another instance owns it now, or may: it is not gone, and
+			// counting it vanished would count it twice.
+			prev, _ := p.store.Get(uid)
+			if err := p.apply(store.Change{UID: uid, State: prev, Forget: true}); err != nil {
+				p.log.Error("Forgetting a pod that moved out of this exporter's scope failed", "uid", uid, "err", err)
+				failedOut[uid] = struct{}{}
+				continue
+			}
+			delete(orphans, uid)
+			if p.handover.firstSweepDone {
+				delete(p.handover.inherited, uid)
+			}
+			movedOut++
+			continue
+		}
 		if _, seen := p.suspects[uid]; !now && !seen {
 			continue
 		}
@@ -350,6 +383,23 @@ func (p *Pipeline) sweep(now bool) int {
 		forgotten++
 	}
 	p.suspects = orphans
+	if movedOut > 0 || len(failedOut) > 0 {
+		p.log.Info("Forgot pods that moved out of this exporter's scope, uncounted", "pods", movedOut, "failed", len(failedOut))
+	}
+	if p.handover != nil && now && !p.handover.firstSweepDone {
+		// Every other inherited record has a live pod this scope owns: from
+		// now on it is this scope's. Those that failed to go are retried.
+		p.handover.inherited = failedOut
+		p.handover.firstSweepDone = true
+	}
+	if p.persistScope && p.handover.pendingOut() == 0 {
+		if err := p.store.SetSetting(scopeSetting, p.opts.Scope.Marshal()); err != nil {
+			p.log.Error("Recording the exporter's scope failed, will retry", "err", err)
+		} else {
+			p.persistScope = false
+			p.log.Info("Recorded the exporter's scope with its state", "scope", p.opts.Scope.String())
+		}
+	}
 	cutoff := p.opts.Now().Add(-pendingUserErrorTTL)
 	for uid, at := range p.pendingUserErrors {
 		if at.Before(cutoff) {
@@ -484,7 +534,15 @@ func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
 	if !known && userError {
 		prev = lifecycle.MarkUserError(prev)
 	}
-	next, out := lifecycle.Step(p.opts.Now(), pod, prev, &p.opts.Lifecycle)
+	now := p.opts.Now()
+	var next lifecycle.State
+	var out lifecycle.Outcome
+	if !known && p.handover.adopts(pod) {
+		next, out = p.handover.adopt(now, pod, prev, &p.opts.Lifecycle)
+		p.log.Debug("Pod moved into this exporter's scope: what happened before the change is its previous owner's", "pod", klogRef(pod), "uid", pod.UID)
+	} else {
+		next, out = lifecycle.Step(now, pod, prev, &p.opts.Lifecycle)
+	}
 	if err := p.apply(p.change(pod.UID, next, out, p.meta(pod), pod)); err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ const (
 	prefixPodUUID   = 'p' // 'p' + 16-byte binary UUID
 	prefixPodString = 'P' // 'P' + UID string, for UIDs that are not UUIDs
 	prefixAggregate = 'a' // 'a' + family + 0x00 + label values joined by 0xff
+	prefixSetting   = 'm' // 'm' + setting name: what the state was written under
 )
 
 // Record format versions. A record with an unknown version is dropped and

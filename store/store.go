@@ -194,6 +194,9 @@ type Store struct {
 	mu     sync.RWMutex
 	pods   map[types.UID]*pod
 	series map[string]*series
+	// settings are what the state was written under (Setting); guarded
+	// by mu.
+	settings map[string][]byte
 	// readOnly: badger was opened read-only (or not at all, db nil, for a
 	// new state) because the filesystem was full at Open; the first write
 	// after space returns reopens it read-write. Guarded by mu.
@@ -240,6 +243,8 @@ func Open(opts Options) (*Store, error) {
 		log:    opts.Logger,
 		pods:   map[types.UID]*pod{},
 		series: map[string]*series{},
+
+		settings: map[string][]byte{},
 
 		preallocated: map[string]bool{},
 	}
@@ -429,6 +434,8 @@ func (s *Store) loadRecord(key, val []byte) error {
 			agg.Exemplars = make([]Exemplar, len(s.opts.Buckets)+1)
 		}
 		s.series[family+"\x00"+labels] = &series{family: family, labels: splitLabels(labels), agg: agg}
+	case prefixSetting:
+		s.settings[string(key[1:])] = append([]byte(nil), val...)
 	default:
 		return fmt.Errorf("unknown key prefix %q: %w", key[0], errDecode)
 	}
@@ -682,6 +689,34 @@ func (s *Store) Delete(uid types.UID) error {
 	}
 	s.stats.count(OpDelete, true)
 	delete(s.pods, uid)
+	return nil
+}
+
+// Setting returns a setting the state was written under, such as the
+// exporter's scope, and whether it was ever set.
+func (s *Store) Setting(name string) ([]byte, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	v, ok := s.settings[name]
+	return v, ok
+}
+
+// SetSetting persists a setting of the state. A setting is not a pod nor
+// an aggregate: it says what the pods and aggregates were written under.
+func (s *Store) SetSetting(name string, value []byte) error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.ensureSpace(); err != nil {
+		return err
+	}
+	key := append([]byte{prefixSetting}, name...)
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, value) }); err != nil {
+		return fmt.Errorf("write setting %s: %w", name, err)
+	}
+	s.settings[name] = append([]byte(nil), value...)
 	return nil
 }
 

@@ -303,3 +303,24 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+// A setting survives a restart, and is neither a pod nor an aggregate.
+func TestSettingPersists(t *testing.T) {
+	dir := t.TempDir()
+	st, err := Open(Options{Dir: dir})
+	require.NoError(t, err)
+	_, ok := st.Setting("scope")
+	assert.False(t, ok)
+	require.NoError(t, st.SetSetting("scope", []byte(`{"shard":1}`)))
+	require.NoError(t, st.Close())
+	assert.ErrorIs(t, st.SetSetting("scope", nil), ErrClosed)
+
+	st, err = Open(Options{Dir: dir})
+	require.NoError(t, err)
+	defer st.Close()
+	v, ok := st.Setting("scope")
+	assert.True(t, ok)
+	assert.Equal(t, `{"shard":1}`, string(v))
+	assert.Zero(t, st.Len())
+	st.Aggregates(func(family string, _ []string, _ *Aggregate) { t.Errorf("unexpected series %s", family) })
+}
