@@ -258,6 +258,61 @@ func TestTimeoutsAndUserErrors(t *testing.T) {
 			want: failureRun{timeouts: 1},
 		},
 		{
+			// podslo was down, or its watch not current, when the timeout
+			// passed: the sandbox's own time shows it.
+			name: "ready past the timeout with no check in between: a timeout",
+			events: []event{
+				{at: "2024-05-01T10:00:02Z", pod: pending},
+				{at: "2024-05-01T10:07:01Z", pod: readyAt("2024-05-01T10:07:00Z")},
+				{at: "2024-05-01T10:08:00Z", sweep: true},
+				{at: "2024-05-01T10:09:00Z", pod: readyAt("2024-05-01T10:07:00Z")},
+			},
+			want: failureRun{timeouts: 1, created: 1},
+		},
+		{
+			name: "first seen ready past the timeout: a timeout",
+			events: []event{
+				{at: "2024-05-01T10:07:01Z", pod: readyAt("2024-05-01T10:07:00Z")},
+			},
+			want: failureRun{timeouts: 1, created: 1},
+		},
+		{
+			// The check counts a pod once now - scheduled > timeout.
+			name: "ready exactly at the timeout: no timeout",
+			events: []event{
+				{at: "2024-05-01T10:00:02Z", pod: pending},
+				{at: "2024-05-01T10:05:01Z", pod: readyAt("2024-05-01T10:05:00Z")},
+			},
+			want: failureRun{created: 1},
+		},
+		{
+			name: "a user error ready past the timeout: excluded once",
+			events: []event{
+				{at: "2024-05-01T10:00:02Z", pod: pending},
+				{at: "2024-05-01T10:00:03Z", userError: true},
+				{at: "2024-05-01T10:07:01Z", pod: readyAt("2024-05-01T10:07:00Z")},
+			},
+			want: failureRun{excluded: 1},
+		},
+		{
+			name: "deleted while pending past the timeout, no check in between: a timeout",
+			events: []event{
+				{at: "2024-05-01T10:00:02Z", pod: pending},
+				{at: "2024-05-01T10:06:31Z", pod: deleting(t, pending, "2024-05-01T10:06:30Z", 30)},
+				{at: "2024-05-01T10:07:00Z", sweep: true},
+			},
+			want: failureRun{timeouts: 1},
+		},
+		{
+			name: "deleted past the timeout after a check counted it: one timeout",
+			events: []event{
+				{at: "2024-05-01T10:00:02Z", pod: pending},
+				{at: "2024-05-01T10:05:30Z", sweep: true},
+				{at: "2024-05-01T10:06:31Z", pod: deleting(t, pending, "2024-05-01T10:06:30Z", 30)},
+			},
+			want: failureRun{timeouts: 1},
+		},
+		{
 			name:   "not scheduled: no timeout",
 			events: []event{{at: "2024-05-01T10:00:02Z", pod: podWith(cond(t, scheduled, F, "2024-05-01T10:00:00Z"))}, {at: "2024-05-01T11:00:00Z", sweep: true}},
 			want:   failureRun{},

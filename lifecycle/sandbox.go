@@ -119,6 +119,12 @@ func (c *stepper) firstCreation(readyAt int64) {
 	latency := readyAt - scheduled.LastTransitionTime
 	c.next.SandboxCreation = latency
 	c.next.HasSandboxCreation = true
+	if c.cfg.pastTimeout(scheduled.LastTransitionTime, readyAt) {
+		// No check caught the pod pending past its timeout (podslo was
+		// down, or its watch not current): the sandbox's own time shows
+		// the timeout all the same.
+		c.timedOut(scheduled.LastTransitionTime)
+	}
 	if c.startupTooOld(readyAt) {
 		skip(TooOld)
 		return
@@ -138,31 +144,48 @@ func (c *stepper) exclude() {
 // Timeout is the periodic check of a pod that may be waiting for its first
 // sandbox: past the creation timeout it counts once, as a timeout or, for a
 // user error, as an exclusion. A pod that times out and later becomes ready
-// is still observed in the creation histogram.
+// is still observed in the creation histogram. A pod no check caught
+// pending past its timeout is counted when its first sandbox readiness or
+// its deletion request shows it (firstCreation, termination).
 func Timeout(now time.Time, prev State, cfg *Config) (State, Outcome) {
 	next := prev
 	var out Outcome
 	if prev.Scheduled == 0 || prev.FirstSandboxReady != 0 || prev.TimedOut || prev.DeletionRequested != 0 {
 		return next, out
 	}
-	if now.Unix()-prev.Scheduled <= int64(cfg.timeout()/time.Second) {
+	if !cfg.pastTimeout(prev.Scheduled, now.Unix()) {
 		return next, out
 	}
-	next.TimedOut = true
 	c := stepper{now: now.Unix(), cfg: cfg, next: &next, out: &out}
-	if prev.SeenLate || c.tooOld(prev.Scheduled+int64(cfg.timeout()/time.Second)) {
-		// The timeout passed before podslo could see it (first seen late,
-		// or podslo was down longer than the max age): a stuck pod found
-		// days later is not a fresh timeout.
-		c.skipOnce(Skip{SandboxCreation, TooOld})
-		return next, out
-	}
-	if prev.UserError {
-		c.exclude()
-	} else {
-		out.observe(Observation{Kind: SandboxTimedOut})
-	}
+	c.timedOut(prev.Scheduled)
 	return next, out
+}
+
+// pastTimeout reports whether at is past the creation timeout of a pod
+// scheduled at scheduled (Unix seconds).
+func (c *Config) pastTimeout(scheduled, at int64) bool {
+	return at-scheduled > int64(c.timeout()/time.Second)
+}
+
+// timedOut counts, once, a pod known to have waited for its first sandbox
+// past the creation timeout: a timeout, an exclusion for a user error, or a
+// too_old skip when the deadline passed before podslo could see it (first
+// seen late, or podslo down longer than the max age): a stuck pod found
+// days later is not a fresh timeout.
+func (c *stepper) timedOut(scheduled int64) {
+	if c.next.TimedOut {
+		return
+	}
+	c.next.TimedOut = true
+	if c.next.SeenLate || c.tooOld(scheduled+int64(c.cfg.timeout()/time.Second)) {
+		c.skipOnce(Skip{SandboxCreation, TooOld})
+		return
+	}
+	if c.next.UserError {
+		c.exclude()
+		return
+	}
+	c.out.observe(Observation{Kind: SandboxTimedOut})
 }
 
 // Pending reports whether the pod is scheduled and still waiting for its

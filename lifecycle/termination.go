@@ -18,6 +18,12 @@ func (c *stepper) termination() {
 		}
 		requested := c.pod.DeletionTimestamp.Unix() - grace
 		c.next.DeletionRequested = requested
+		if c.next.Scheduled != 0 && c.next.FirstSandboxReady == 0 && c.cfg.pastTimeout(c.next.Scheduled, requested) {
+			// Deleted while still waiting for its first sandbox, past the
+			// timeout, and no check caught it pending (podslo was down, or
+			// its watch not current).
+			c.timedOut(c.next.Scheduled)
+		}
 		// A sandbox that was ready once and is already down when the
 		// deletion is first seen went away before the request (a completed
 		// pod): the deletion cost no termination. One that never was ready

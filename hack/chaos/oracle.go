@@ -200,9 +200,13 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		scheduled, firstSandbox, lastSandbox, firstReady int64
 		deletionRequested                                int64
 		terminationDone, excluded                        bool
-		recreations                                      int64
-		phases                                           = map[string]bool{}
-		skips                                            = map[string]bool{}
+		// lateTimeout: the first sandbox, or the deletion of a pod still
+		// waiting for it, came past the timeout (docs/metrics.md), whether
+		// or not a check caught the pod pending.
+		lateTimeout bool
+		recreations int64
+		phases      = map[string]bool{}
+		skips       = map[string]bool{}
 	)
 	skip := func(sli, reason string) {
 		k := sli + "/" + reason
@@ -257,6 +261,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 				firstSandbox, lastSandbox = sb.Time, sb.Time
 				marks.firstSandbox = i
 				s := r.Scheduled
+				if s.isTrue() && s.Time != 0 && sb.Time-s.Time > int64(o.Timeout/time.Second) {
+					lateTimeout = true
+				}
 				switch {
 				case s.Status == "" || !s.isTrue():
 					skip("sandbox_creation", "no_scheduled_condition")
@@ -320,6 +327,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		if r.Deletion != 0 && !terminationDone {
 			if deletionRequested == 0 {
 				deletionRequested = r.Deletion - r.Grace
+				if firstSandbox == 0 && scheduled != 0 && deletionRequested-scheduled > int64(o.Timeout/time.Second) {
+					lateTimeout = true
+				}
 				if firstSandbox != 0 && sb.Status != "" && !sb.isTrue() && sb.Time < deletionRequested {
 					terminationDone = true
 					skip("termination", "terminated_before_delete")
@@ -345,8 +355,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		skip("termination", "vanished")
 	}
 	// Timeout: scheduled, never a sandbox, not being deleted, past the
-	// timeout when a check ran.
-	if ch.TimedOut {
+	// timeout when a check ran; or a first sandbox or deletion request
+	// that came past it.
+	if ch.TimedOut || lateTimeout {
 		if userError {
 			exclude()
 		} else {
