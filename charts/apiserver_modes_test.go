@@ -151,6 +151,10 @@ func testAutoshardingRBAC(t *testing.T, env *testenv.Env, a *applier) {
 	objs := r.render(t)
 	ensureNamespace(t, admin, r.namespace, nil)
 	const name = "shards-podslo-exporter"
+	// From the single mode, sharding is an in-place upgrade: every field
+	// it changes on the StatefulSet may change.
+	single := rendering{release: r.release, namespace: r.namespace}
+	require.NoError(t, a.apply(single.render(t).get(t, "StatefulSet", name), false))
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "StatefulSet":
