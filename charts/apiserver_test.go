@@ -61,6 +61,9 @@ func TestOnAPIServer(t *testing.T) {
 	t.Run("admission policy", func(t *testing.T) { testAdmissionPolicy(t, env, a) })
 	t.Run("exporter RBAC", func(t *testing.T) { testExporterRBAC(t, env, a) })
 	t.Run("exporter NetworkPolicy values", func(t *testing.T) { testExporterNetworkPolicies(t, env, a) })
+	t.Run("install modes", func(t *testing.T) { testInstallModes(t, env, a) })
+	t.Run("namespaced exporter RBAC", func(t *testing.T) { testNamespacedRBAC(t, env, a) })
+	t.Run("autosharding RBAC", func(t *testing.T) { testAutoshardingRBAC(t, env, a) })
 }
 
 // applier applies unstructured objects with server-side apply, as
@@ -476,6 +479,20 @@ func watchOnce(w interface{ Stop() }, err error) error {
 // exporter's address.
 func runExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []string) string {
 	t.Helper()
+	return startExporter(t, env, cfg, args).addr
+}
+
+// runningExporter is an exporter process that became ready.
+type runningExporter struct {
+	addr string
+	// done is closed when the process has exited.
+	done <-chan struct{}
+	logs *lockedBuffer
+}
+
+// startExporter is runExporter, for a test that watches the process too.
+func startExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []string) runningExporter {
+	t.Helper()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
@@ -514,7 +531,7 @@ func runExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []string
 		resp.Body.Close()
 		assert.Equal(c, http.StatusOK, resp.StatusCode)
 	}, 60*time.Second, 50*time.Millisecond, "the exporter never became ready with the chart's service account")
-	return addr
+	return runningExporter{addr: addr, done: done, logs: &logs}
 }
 
 // freeAddress returns a 127.0.0.1 address with a port free a moment ago.

@@ -204,6 +204,7 @@ podslo.checks fails the render on settings that would deploy something
 broken or silently open.
 */}}
 {{- define "podslo.checks" -}}
+{{- include "podslo.exporter.checks" . -}}
 {{- if and .Values.web.tls.enabled (not .Values.web.tls.secretName) -}}
 {{- fail "web.tls.secretName: name the kubernetes.io/tls Secret to serve when web.tls.enabled is true" -}}
 {{- end -}}
@@ -285,4 +286,113 @@ one. The exporter parses it strictly when it starts.
 {{- if $np.events }}
 - --networkpolicy-events
 {{- end }}
+{{- end -}}
+
+{{/*
+The exporter's install mode (docs/scaling.md): "perNode" for the per-node
+DaemonSet, "sharded" for an autosharded StatefulSet of
+exporter.sharding.replicas, else "single".
+*/}}
+{{- define "podslo.exporter.mode" -}}
+{{- if eq .Values.exporter.mode "perNode" -}}
+perNode
+{{- else if gt (int .Values.exporter.sharding.replicas) 1 -}}
+sharded
+{{- else -}}
+single
+{{- end -}}
+{{- end -}}
+
+{{/* The namespaces the exporter watches: the allowlist less the denylist. */}}
+{{- define "podslo.exporter.watchedNamespaces" -}}
+{{- $deny := .Values.exporter.namespacesDenylist | default list -}}
+{{- $out := list -}}
+{{- range .Values.exporter.namespaces -}}
+{{- if not (has . $deny) -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/*
+The hostPath of a per-node exporter's state: exporter.perNode.hostPath, or
+one directory per release, so that two releases on a node never open the
+same state.
+*/}}
+{{- define "podslo.exporter.hostPath" -}}
+{{- default (printf "/var/lib/podslo/%s/%s" .Release.Namespace (include "podslo.exporter.fullname" .)) .Values.exporter.perNode.hostPath -}}
+{{- end -}}
+
+{{/* The exporter's scope flags (docs/scaling.md); none in the single mode. */}}
+{{- define "podslo.exporter.scopeArgs" -}}
+{{- with .Values.exporter.namespaces }}
+- --namespaces={{ join "," . }}
+{{- end }}
+{{- with .Values.exporter.namespacesDenylist }}
+- --namespaces-denylist={{ join "," . }}
+{{- end }}
+{{- $mode := include "podslo.exporter.mode" . }}
+{{- if eq $mode "sharded" }}
+- --pod=$(POD_NAME)
+- --pod-namespace=$(POD_NAMESPACE)
+{{- else if eq $mode "perNode" }}
+- --node-name=$(NODE_NAME)
+{{- end }}
+{{- end -}}
+
+{{/* The downward API variables the scope flags read. */}}
+{{- define "podslo.exporter.scopeEnv" -}}
+{{- $mode := include "podslo.exporter.mode" . }}
+{{- if eq $mode "sharded" }}
+# Autosharding: the shard is this pod's ordinal, the total its
+# StatefulSet's replicas.
+- name: POD_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+- name: POD_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+{{- else if eq $mode "perNode" }}
+# Per node: only the pods bound to this node.
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+{{- end }}
+{{- end -}}
+
+{{/*
+podslo.exporter.checks fails the render on install-mode values that
+contradict each other (docs/scaling.md).
+*/}}
+{{- define "podslo.exporter.checks" -}}
+{{- $e := .Values.exporter -}}
+{{- $replicas := int $e.sharding.replicas -}}
+{{- if and (eq $e.mode "perNode") (gt $replicas 1) -}}
+{{- fail (printf "exporter.sharding.replicas: %d, but exporter.mode is perNode: each per-node exporter owns its node's pods, which are not sharded further; set replicas to 1, or mode to statefulSet to shard" $replicas) -}}
+{{- end -}}
+{{- if and (eq $e.mode "perNode") $e.persistence.existingClaim -}}
+{{- fail "exporter.persistence.existingClaim: set, but exporter.mode is perNode, whose state is on each node's hostPath (exporter.perNode.hostPath); remove the claim" -}}
+{{- end -}}
+{{- if and (eq $e.mode "perNode") $e.tolerations -}}
+{{- fail "exporter.tolerations: set, but exporter.mode is perNode, whose DaemonSet takes exporter.perNode.tolerations; move them there" -}}
+{{- end -}}
+{{- if and (gt $replicas 1) $e.persistence.existingClaim -}}
+{{- fail (printf "exporter.persistence.existingClaim: set, but exporter.sharding.replicas is %d: each shard needs a state of its own, which only volumeClaimTemplates give; remove the claim" $replicas) -}}
+{{- end -}}
+{{- if and $e.rbac.namespaced (not $e.namespaces) -}}
+{{- fail "exporter.rbac.namespaced: true, but exporter.namespaces is empty: Roles can only be given for an allowlist of namespaces; list them, or set namespaced to false for the ClusterRole" -}}
+{{- end -}}
+{{- if and $e.namespaces (not (include "podslo.exporter.watchedNamespaces" . | fromJsonArray)) -}}
+{{- fail (printf "exporter.namespacesDenylist: %s removes every namespace of exporter.namespaces %s: nothing would be watched" (join "," $e.namespacesDenylist) (join "," $e.namespaces)) -}}
+{{- end -}}
+{{- range $e.extraArgs -}}
+{{- $flag := regexReplaceAll "=.*$" . "" -}}
+{{- if has $flag (list "--namespaces" "--namespaces-denylist" "--node-name" "--shard" "--total-shards" "--pod" "--pod-namespace") -}}
+{{- fail (printf "exporter.extraArgs: %s is set by the chart's install mode (exporter.mode, exporter.namespaces, exporter.namespacesDenylist, exporter.sharding, exporter.perNode), whose RBAC and volumes follow it; use those values instead" $flag) -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
