@@ -88,8 +88,7 @@ func startedPodOn(t *testing.T, c kubernetes.Interface, ns, name, node string, b
 
 // mergeSLIs checks that the parts share no pod and returns their union,
 // with histogram counts added up.
-func mergeSLIs(t *testing.T, parts map[string]slis) slis {
-	t.Helper()
+func mergeSLIs(t assert.TestingT, parts map[string]slis) slis {
 	out := slis{perPod: map[string]float64{}, uids: map[string]bool{}, counts: map[string]uint64{}}
 	owner := map[string]string{}
 	for name, p := range parts {
@@ -112,35 +111,31 @@ func mergeSLIs(t *testing.T, parts map[string]slis) slis {
 // per-pod series exactly, no pod in two parts, histogram counts added up.
 func assertPartitioned(t *testing.T, wholeURL string, partURLs map[string]string, pods int) {
 	t.Helper()
-	var whole slis
+	var parts map[string]slis
+	// Every exporter handles the pods on its own schedule: wait until the
+	// whole has observed every pod, then until the parts add up to it.
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		whole = scrapeSLIs(c, wholeURL)
-		assert.Len(c, whole.uids, pods)
-		parts := map[string]slis{}
+		whole := scrapeSLIs(c, wholeURL)
+		var total uint64
+		for k, v := range whole.counts {
+			if strings.HasPrefix(k, "podslo_sandbox_creation_duration_seconds{") {
+				total += v
+			}
+		}
+		if !assert.EqualValues(c, pods, total, "every pod's sandbox creation observed once") {
+			return
+		}
+		parts = map[string]slis{}
 		for name, url := range partURLs {
 			parts[name] = scrapeSLIs(c, url)
 		}
-		n := 0
-		for _, p := range parts {
-			n += len(p.uids)
-		}
-		assert.Equal(c, pods, n)
-	}, 60*time.Second, 100*time.Millisecond, "the exporters never saw every pod")
-	parts := map[string]slis{}
-	for name, url := range partURLs {
-		parts[name] = scrapeSLIs(t, url)
-		assert.NotEmpty(t, parts[name].uids, "%s owns no pod: the split proves nothing", name)
+		merged := mergeSLIs(c, parts)
+		assert.Equal(c, whole.perPod, merged.perPod, "per-pod series")
+		assert.Equal(c, whole.counts, merged.counts, "histogram counts")
+	}, 60*time.Second, 100*time.Millisecond, "the parts never added up to the whole")
+	for name, p := range parts {
+		assert.NotEmpty(t, p.uids, "%s owns no pod: the split proves nothing", name)
 	}
-	merged := mergeSLIs(t, parts)
-	assert.Equal(t, whole.perPod, merged.perPod, "per-pod series")
-	assert.Equal(t, whole.counts, merged.counts, "histogram counts")
-	var total uint64
-	for k, v := range whole.counts {
-		if strings.HasPrefix(k, "podslo_sandbox_creation_duration_seconds{") {
-			total += v
-		}
-	}
-	assert.EqualValues(t, pods, total, "every pod's sandbox creation observed once")
 }
 
 // Two shards together export exactly what one unsharded exporter does, and
