@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -126,7 +127,8 @@ func (d *Demo) Start(ctx context.Context) (err error) {
 		}
 	}()
 	ep := Endpoints{Kubeconfig: cl.kubeconfig, Exporter: o.ListenAddress}
-	exp, err := exporter.New(exporter.Options{Kubeconfig: cl.kubeconfig, ListenAddress: o.ListenAddress, StateDir: dir + "/state", Logger: log.With("component", "exporter")})
+	exp, err := exporter.New(exporter.Options{Kubeconfig: cl.kubeconfig, ListenAddress: o.ListenAddress, StateDir: dir + "/state",
+		NetworkPluginProfile: filepath.Join(o.SourceDir, "deploy", "kwok", "network-plugin-profile.yaml"), Logger: log.With("component", "exporter")})
 	if err != nil {
 		return fmt.Errorf("exporter: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -192,6 +193,9 @@ func createWorkload(ctx context.Context, c kubernetes.Interface, w *Workload) er
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
+	if err := createNetworkPolicies(ctx, c, ns); err != nil {
+		return err
+	}
 	for _, g := range w.Groups {
 		labels := map[string]string{"app.kubernetes.io/name": g.Name, "podslo.io/demo": "true"}
 		annotations := map[string]string{}
@@ -316,4 +320,35 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, error))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// createNetworkPolicies creates two policies for the exporter to judge
+// against deploy/kwok/network-plugin-profile.yaml (a plugin that knows
+// NetworkPolicy up to 1.8): an ingress-only one it supports, and one that
+// puts a podSelector and a namespaceSelector in one peer (1.11), which
+// that plugin would misread (KEP-2136 Story 3).
+func createNetworkPolicies(ctx context.Context, c kubernetes.Interface, ns string) error {
+	demo := metav1.LabelSelector{MatchLabels: map[string]string{"podslo.io/demo": "true"}}
+	for _, np := range []*networkingv1.NetworkPolicy{
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "allow-same-namespace", Namespace: ns},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: demo, Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{}}}},
+			}},
+		},
+		{
+			ObjectMeta: metav1.ObjectMeta{Name: "allow-monitoring", Namespace: ns},
+			Spec: networkingv1.NetworkPolicySpec{PodSelector: demo, Ingress: []networkingv1.NetworkPolicyIngressRule{
+				{From: []networkingv1.NetworkPolicyPeer{{
+					NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "monitoring"}},
+					PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "prometheus"}},
+				}}},
+			}},
+		},
+	} {
+		if _, err := c.NetworkingV1().NetworkPolicies(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create networkpolicy %s/%s: %w", ns, np.Name, err)
+		}
+	}
+	return nil
 }
