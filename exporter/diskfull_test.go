@@ -67,7 +67,9 @@ func TestFullDisk(t *testing.T) {
 	c := env.Client
 	const ns = "fulldisk"
 	testenv.CreateNamespace(t, c, ns, nil)
-	args := []string{"--kubeconfig", env.Kubeconfig, "--state-dir", state, "--state-min-free", "32Mi"}
+	// The stuck pod u below times out 20 s after it is scheduled; the
+	// others are ready within 5 s.
+	args := []string{"--kubeconfig", env.Kubeconfig, "--state-dir", state, "--state-min-free", "32Mi", "--sandbox-creation-timeout", "20s"}
 
 	first := startProcess(t, bin, args...)
 	base := time.Now().Add(-time.Minute).Truncate(time.Second)
@@ -75,6 +77,11 @@ func TestFullDisk(t *testing.T) {
 	z := testenv.CreatePod(t, c, ns, podSpec{name: "z", team: "a"}.pod())
 	kubelet(t, c, z, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
 	eventuallyValue(t, first.url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "z"}, 5)
+	// A pod stuck for its own missing ConfigMap, recorded before the disk
+	// fills; its FailedMount event comes while it is full.
+	u := testenv.CreatePod(t, c, ns, podSpec{name: "u", team: "a"}.pod())
+	kubelet(t, c, u, condAt(corev1.PodScheduled, corev1.ConditionTrue, time.Now()))
+	eventuallyValue(t, first.url, "podslo_sandbox_creation_pending_pods", map[string]string{"user_error": "false"}, 1)
 	free := testenv.Fill(t, mnt, 0)
 	for i, name := range []string{"a", "b", "c"} {
 		p := testenv.CreatePod(t, c, ns, podSpec{name: name, team: "a"}.pod())
@@ -85,6 +92,9 @@ func TestFullDisk(t *testing.T) {
 		assert.NoError(ct, err)
 		assert.Zero(ct, v, "not writable")
 	}, 30*time.Second, 100*time.Millisecond)
+	// The event is not delivered again: its mark must survive the refused
+	// write, or u's timeout would count as the platform's.
+	failedMount(t, c, u, `MountVolume.SetUp failed for volume "config" : configmap "app" not found`)
 	// Still alive and serving, with the refused writes counted.
 	assert.Equal(t, http.StatusOK, statusOf(t, first.url+"/healthz"))
 	assert.Equal(t, http.StatusOK, statusOf(t, first.url+"/readyz"))
@@ -110,9 +120,17 @@ func TestFullDisk(t *testing.T) {
 	v, err = value(second.url, "podslo_store_writable")
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, v)
+	// u is excluded as the user error it is, never a timeout.
+	const excluded, timeouts = "podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_timeouts_total"
+	wantExcluded := "# HELP " + excluded + " Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).\n# TYPE " + excluded + " counter\n" +
+		excluded + `{reason="user_error",runtime_class="none",storage_class="none"} 1` + "\n"
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		assert.NoError(ct, testutil.ScrapeAndCompare(second.url+"/metrics", strings.NewReader(wantExcluded), excluded, timeouts))
+	}, 60*time.Second, 200*time.Millisecond, "u past its timeout, excluded")
 
 	// Once, also after another restart.
 	second.kill(t)
 	third := startProcess(t, bin, args...)
 	require.NoError(t, testutil.ScrapeAndCompare(third.url+"/metrics", strings.NewReader(want), name))
+	require.NoError(t, testutil.ScrapeAndCompare(third.url+"/metrics", strings.NewReader(wantExcluded), excluded, timeouts))
 }

@@ -143,9 +143,13 @@ type Pipeline struct {
 	// suspects are the UIDs in the store that the last sweep found no pod
 	// for; guarded by mu.
 	suspects map[types.UID]struct{}
-	// pendingUserErrors holds FailedMount events for UIDs the store has no
-	// record of, until the pod comes or the entry expires; guarded by mu.
-	// Writing them to the store would resurrect a deleted pod.
+	// pendingUserErrors holds the FailedMount marks that are not in the
+	// store yet; guarded by mu. For a UID the store has no record of, the
+	// mark waits for the pod until the entry expires: writing it would
+	// resurrect a deleted pod. For a known pod whose mark failed to write (a
+	// full disk), it stays until a write carries it: the event is not
+	// delivered again, and without the mark the pod's timeout would count
+	// as the platform's.
 	pendingUserErrors map[types.UID]time.Time
 	// apply is store.Apply; tests make it fail.
 	apply func(store.Change) error
@@ -294,16 +298,15 @@ func (p *Pipeline) UserError(uid types.UID, ref string) {
 // the store has no record of is either not seen yet (the pod watch lags the
 // event watch) or already forgotten (events outlive their pods by an hour):
 // the mark then waits in memory for the pod, and a deleted pod is never
-// brought back.
+// brought back. A mark that fails to write waits in memory too, and
+// RetryFailed writes it.
 func (p *Pipeline) MarkUserError(uid types.UID) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev, known := p.store.Get(uid)
 	if !known {
 		if _, waiting := p.failed[uid]; !waiting {
-			if _, ok := p.pendingUserErrors[uid]; !ok {
-				p.pendingUserErrors[uid] = p.opts.Now()
-			}
+			p.holdUserError(uid)
 			return nil
 		}
 	}
@@ -311,7 +314,31 @@ func (p *Pipeline) MarkUserError(uid types.UID) error {
 		return nil
 	}
 	p.log.Info("Pod blocked by a missing Secret or ConfigMap, left out of the sandbox SLIs", "uid", uid)
-	return p.apply(store.Change{UID: uid, State: lifecycle.MarkUserError(prev)})
+	if err := p.apply(store.Change{UID: uid, State: lifecycle.MarkUserError(prev)}); err != nil {
+		p.holdUserError(uid)
+		return err
+	}
+	delete(p.pendingUserErrors, uid)
+	return nil
+}
+
+// holdUserError keeps a FailedMount mark in memory until a write carries
+// it; called with mu held.
+func (p *Pipeline) holdUserError(uid types.UID) {
+	if _, ok := p.pendingUserErrors[uid]; !ok {
+		p.pendingUserErrors[uid] = p.opts.Now()
+	}
+}
+
+// withUserError is prev with the pod's FailedMount mark if one waits in
+// memory; called with mu held. Every path that judges a pod goes through
+// it, so that a mark the store does not have yet still decides between a
+// timeout and an exclusion.
+func (p *Pipeline) withUserError(uid types.UID, prev lifecycle.State) lifecycle.State {
+	if _, ok := p.pendingUserErrors[uid]; ok && !prev.UserError {
+		return lifecycle.MarkUserError(prev)
+	}
+	return prev
 }
 
 // Sweep drops the state of pods that no longer exist: a record whose UID
@@ -402,6 +429,10 @@ func (p *Pipeline) sweep(now bool) int {
 	}
 	cutoff := p.opts.Now().Add(-pendingUserErrorTTL)
 	for uid, at := range p.pendingUserErrors {
+		if _, known := p.store.Get(uid); known {
+			// A mark to write, not a pod to wait for: RetryFailed owns it.
+			continue
+		}
 		if at.Before(cutoff) {
 			delete(p.pendingUserErrors, uid)
 		}
@@ -443,26 +474,41 @@ func (p *Pipeline) CheckTimeouts() {
 		}
 	})
 	for _, d := range due {
-		next, out := lifecycle.Timeout(now, d.state, &p.opts.Lifecycle)
+		next, out := lifecycle.Timeout(now, p.withUserError(d.uid, d.state), &p.opts.Lifecycle)
 		if out.Empty() {
 			continue
 		}
 		if err := p.apply(p.change(d.uid, next, out, d.meta, nil)); err != nil {
 			p.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", d.uid, "err", err)
+			continue
 		}
+		delete(p.pendingUserErrors, d.uid)
 	}
 }
 
 // RetryFailed handles again every pod whose last state write failed and
-// that has had no update since. It runs every Options.RetryPeriod.
+// that has had no update since, and writes the FailedMount marks of known
+// pods that failed to write. It runs every Options.RetryPeriod.
 func (p *Pipeline) RetryFailed() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if len(p.failed) == 0 {
-		return
-	}
 	var ok, failed int
 	var last error
+	for uid := range p.pendingUserErrors {
+		prev, known := p.store.Get(uid)
+		if _, waiting := p.failed[uid]; !known || waiting {
+			// Its pod is not recorded yet, or its retry below carries it.
+			continue
+		}
+		if !prev.UserError {
+			if err := p.apply(store.Change{UID: uid, State: lifecycle.MarkUserError(prev)}); err != nil {
+				failed, last = failed+1, err
+				continue
+			}
+			ok++
+		}
+		delete(p.pendingUserErrors, uid)
+	}
 	for uid, r := range p.failed {
 		var err error
 		if r.deleted {
@@ -476,6 +522,9 @@ func (p *Pipeline) RetryFailed() {
 		}
 		delete(p.failed, uid)
 		ok++
+	}
+	if ok == 0 && failed == 0 {
+		return
 	}
 	// One line per round, not per pod: on a full disk every pod fails.
 	if failed > 0 {
@@ -501,14 +550,18 @@ func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
 	next, out := prev, lifecycle.Outcome{}
 	var meta *store.PodMeta
 	if final != nil {
-		next, out = lifecycle.Step(p.opts.Now(), final, prev, &p.opts.Lifecycle)
+		next, out = lifecycle.Step(p.opts.Now(), final, p.withUserError(uid, prev), &p.opts.Lifecycle)
 		meta = p.meta(final)
 	}
 	next, gone := lifecycle.Vanish(next)
 	out.Skips = append(out.Skips, gone.Skips...)
 	change := p.change(uid, next, out, meta, final)
 	change.Forget = true
-	return p.apply(change)
+	if err := p.apply(change); err != nil {
+		return err
+	}
+	delete(p.pendingUserErrors, uid)
+	return nil
 }
 
 // Handle runs one pod through lifecycle into the store. It is exported for
@@ -531,9 +584,7 @@ func (p *Pipeline) Handle(pod *lifecycle.Pod) error {
 func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
 	prev, known := p.store.Get(pod.UID)
 	_, userError := p.pendingUserErrors[pod.UID]
-	if !known && userError {
-		prev = lifecycle.MarkUserError(prev)
-	}
+	prev = p.withUserError(pod.UID, prev)
 	now := p.opts.Now()
 	var next lifecycle.State
 	var out lifecycle.Outcome

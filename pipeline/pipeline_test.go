@@ -451,3 +451,66 @@ func TestTimeoutsWaitForACurrentWatch(t *testing.T) {
 	p.CheckTimeouts()
 	assert.Equal(t, 1.0, timeouts())
 }
+
+// A FailedMount mark whose write fails (a full disk) is not lost: the
+// event is not delivered again, so the mark waits in memory, the timeout
+// check counts the stuck pod as the user error it is, not as a timeout,
+// and a retry writes the mark.
+func TestAFailedUserErrorMarkIsKept(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
+	counter := func(name string) float64 {
+		var v float64
+		st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
+			if family == name {
+				v += a.Value
+			}
+		})
+		return v
+	}
+	stuckPod := func(uid types.UID) *lifecycle.Pod {
+		pod := startedPod(uid, 0)
+		pod.Conditions = pod.Conditions[:1]
+		return pod
+	}
+	// Scheduled at 1700000000, recorded while the disk had space.
+	require.NoError(t, p.Handle(stuckPod("u1")))
+	require.NoError(t, p.Handle(stuckPod("u2")))
+	p.Synced(liveSet{"u1": {}, "u2": {}}.get, func() bool { return true })
+
+	// u2's mark fails, and the retry writes it.
+	fail = 1
+	require.Error(t, p.MarkUserError("u2"))
+	got, _ := st.Get("u2")
+	require.False(t, got.UserError, "the mark is not in the store")
+	p.RetryFailed()
+	got, _ = st.Get("u2")
+	assert.True(t, got.UserError && !got.TimedOut, "%+v", got)
+	assert.Empty(t, p.pendingUserErrors)
+
+	// u1's mark fails, and the check past the timeout sees it all the
+	// same: both pods are excluded, neither is a timeout.
+	fail = 1
+	require.Error(t, p.MarkUserError("u1"))
+	p.CheckTimeouts()
+	assert.Zero(t, counter("sandbox_creation_timeouts"))
+	assert.Equal(t, 2.0, counter("sandbox_creations_excluded"))
+	got, _ = st.Get("u1")
+	assert.True(t, got.UserError && got.Excluded && got.TimedOut, "%+v", got)
+	assert.Empty(t, p.pendingUserErrors)
+
+	// A mark held for a known pod does not expire in a sweep.
+	require.NoError(t, p.Handle(stuckPod("u3")))
+	fail = 1
+	require.Error(t, p.MarkUserError("u3"))
+	p.opts.Now = func() time.Time { return time.Unix(1700000100, 0).Add(pendingUserErrorTTL + time.Second) }
+	p.live = liveSet{"u1": {}, "u2": {}, "u3": {}}.get
+	p.Sweep()
+	assert.Contains(t, p.pendingUserErrors, types.UID("u3"))
+	// Nor is it lost when the pod's next update writes first.
+	require.NoError(t, p.Handle(stuckPod("u3")))
+	got, _ = st.Get("u3")
+	assert.True(t, got.UserError, "%+v", got)
+	assert.Empty(t, p.pendingUserErrors)
+}
