@@ -70,12 +70,15 @@ image-test: image
 	cd hack/image && $(GO) test -count=1 .
 
 ## test: lint, build and check the image, build the real control plane if
-## missing, run every test with -race, then the end-to-end test.
+## missing, run every test with -race, then the end-to-end test and the
+## short chaos run (root: it mounts a tmpfs; its report goes to
+## hack/chaos/results/short.md, which git ignores).
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
 test: lint dashboard-lint image-test testbin clusterbin kwokbin helmbin
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 	cd hack/chaos && $(GO) test -race -count=1 ./...
 	$(MAKE) e2e
+	$(MAKE) chaos-short
 
 ## demo: podslo on a simulated cluster (kwok), with a live table per class;
 ## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
@@ -219,9 +222,9 @@ chaos: build testbin kwokbin
 	cd hack/chaos && $(GO) run . --out results/full.json --markdown results/full.md $(CHAOS_FLAGS)
 
 ## chaos-short: the same with 300 pods, 4 kills, a 15 s outage, one
-## compaction and a 10 s full disk, in about 7 minutes. Not part of `make test` yet: its last run
-## found one doubled timeout (docs/reliability.md).
-## Its state filesystem is a tmpfs: CI containers may have no loop device.
+## compaction and a 10 s full disk, in about 7 minutes; the last step of
+## `make test`. Its state filesystem is a tmpfs: CI containers may have no
+## loop device.
 chaos-short: build testbin kwokbin
 	cd hack/chaos && $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
 		--churn 315s --kills 4 --max-down 10s --outage 15s --compactions 1 --disk-full 10s \
