@@ -450,9 +450,9 @@ monitoring:
   # Label matchers, without braces, of the exporter's and the agent's scrape
   # jobs; a cluster matcher may join them (job="podslo-exporter",cluster="a").
   # An empty agentSelector, or agent.enabled false, leaves out the agent's
-  # alerts. PodsloAgentDownOnNode
-  # names the node from the agent targets' node label (a relabeling of
-  # __meta_kubernetes_pod_node_name).
+  # alerts. PodsloAgentDownOnNode, and PodsloExporterInstanceDown per node,
+  # name the node from the targets' node label (a relabeling of
+  # __meta_kubernetes_pod_node_name, as the chart's PodMonitors do).
   exporterSelector: %s
   agentSelector: %s
   # docs/runbooks.md as served to whoever is paged; each alert links to its

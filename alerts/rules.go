@@ -269,7 +269,7 @@ func (s *Spec) healthAlerts() []Rule {
 			"runbook_url":   s.runbook("PodsloSandboxCreationStuck"),
 			"dashboard_url": s.dashboard("podslo-pod-startup", true, "runtime_class", "storage_class"),
 		},
-	}, s.downAlert("PodsloExporterDown", "exporter", s.Config.ExporterSelector, "podslo-slo-overview")}
+	}, s.downAlert("PodsloExporterDown", "exporter", s.Config.ExporterSelector, "podslo-slo-overview"), s.exporterInstanceDown()}
 	switch {
 	case s.chart:
 		// The chart leaves them out when the agent's selector is empty.
@@ -362,6 +362,32 @@ func (s *Spec) agentDownOnNode() Rule {
 				"Pods on that node with a podslo readiness gate cannot become Ready, and the gate conditions of its Ready pods no longer follow their probes.", cluster, cluster),
 			"runbook_url":   s.runbook("PodsloAgentDownOnNode"),
 			"dashboard_url": s.dashboard("podslo-agent", true),
+		},
+	}
+}
+
+// exporterInstanceDown fires for each exporter target that is down: a
+// shard of a sharded set, or the exporter of one node, whose pods' SLIs
+// stop while the other exporters keep PodsloExporterDown quiet. A lone
+// exporter that is down fires it too, before PodsloExporterDown. The node
+// label comes from the per-node PodMonitor's relabeling, the pod label from
+// the Prometheus Operator; without them the instance alone names it. As
+// with the agent, a target that disappears is not down: kube-state-metrics'
+// StatefulSet and DaemonSet alerts cover a pod that is gone or pending.
+func (s *Spec) exporterInstanceDown() Rule {
+	cluster := s.Config.ClusterLabel
+	return Rule{
+		Alert:  "PodsloExporterInstanceDown",
+		Expr:   fmt.Sprintf("up%s == 0", s.Selector()),
+		For:    "10m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "The podslo exporter {{ $labels.instance }}{{ with $labels.node }} on node {{ . }}{{ end }} is down.",
+			"description": fmt.Sprintf("The podslo exporter {{ $labels.instance }}{{ with $labels.pod }} (pod {{ . }}){{ end }}{{ with $labels.node }} on node {{ . }}{{ end }} in %s {{ $labels.%s }} has been down for 10m. "+
+				"The SLIs of the pods it owns ({{ if $labels.node }}those bound to node {{ $labels.node }}{{ else }}its shard's, or every pod for a lone exporter{{ end }}) stop until it is back; the other exporters' go on. "+
+				"Nothing is counted twice: on its return it observes late what the pods' conditions still show, within --max-observation-age; what happened to pods deleted meanwhile is lost.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloExporterInstanceDown"),
+			"dashboard_url": s.dashboard("podslo-slo-overview", true),
 		},
 	}
 }

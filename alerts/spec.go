@@ -50,7 +50,8 @@ type Config struct {
 	// ExporterSelector and AgentSelector are the label matchers, without
 	// braces, of the exporter's and the agent's scrape jobs. The agent's
 	// targets should carry the node's name as label node (a relabeling of
-	// __meta_kubernetes_pod_node_name) for PodsloAgentDownOnNode to name it.
+	// __meta_kubernetes_pod_node_name) for PodsloAgentDownOnNode to name it,
+	// and so should per-node exporters' for PodsloExporterInstanceDown.
 	ExporterSelector string `json:"exporterSelector"`
 	// An empty AgentSelector leaves out the agent's alert, for clusters that
 	// run the exporter alone.
