@@ -11,12 +11,14 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"go.yaml.in/yaml/v2"
 )
 
 // prometheusConfig scrapes the exporter and the agents under the job names
 // podslo's rules and dashboards select (alerts/slos.yaml), every 5 s, and
-// evaluates the rules as often, so that a demo shows its burn rates within
-// minutes.
+// evaluates every rule as often (everyEvaluation), so that a demo shows its
+// burn rates within minutes.
 const prometheusConfig = `global:
   scrape_interval: 5s
   evaluation_interval: 5s
@@ -48,11 +50,18 @@ func (d *Demo) startPrometheus(ctx context.Context, dir string, agents []string)
 	if err != nil {
 		return nil, fmt.Errorf("find the alert rules: %w", err)
 	}
-	cfg := fmt.Sprintf(prometheusConfig, filepath.Join(rules, "prometheus_rules.yaml"), filepath.Join(rules, "prometheus_alerts.yaml"),
-		d.opts.ListenAddress, strings.Join(quoted, ", "))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("create Prometheus' directory: %w", err)
 	}
+	files := make([]string, 0, 2)
+	for _, name := range []string{"prometheus_rules.yaml", "prometheus_alerts.yaml"} {
+		dst := filepath.Join(dir, name)
+		if err := everyEvaluation(filepath.Join(rules, name), dst); err != nil {
+			return nil, err
+		}
+		files = append(files, dst)
+	}
+	cfg := fmt.Sprintf(prometheusConfig, files[0], files[1], d.opts.ListenAddress, strings.Join(quoted, ", "))
 	path := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write the Prometheus config: %w", err)
@@ -86,6 +95,42 @@ func (d *Demo) startPrometheus(ctx context.Context, dir string, agents []string)
 		return nil, fmt.Errorf("wait for Prometheus: %w", err)
 	}
 	return p, nil
+}
+
+// everyEvaluation copies the rule file src to dst without the groups' own
+// intervals. The 30-day ratios are evaluated every 5 minutes, at a phase
+// set by the wall clock: a demo of a few minutes would show them only if an
+// evaluation happened to fall after its first scrapes. Evaluated at the
+// demo's 5 s instead, they show within seconds, and cost little on a
+// demo's few series.
+func everyEvaluation(src, dst string) error {
+	b, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("read the rules: %w", err)
+	}
+	var f struct {
+		Groups []yaml.MapSlice `yaml:"groups"`
+	}
+	if err := yaml.UnmarshalStrict(b, &f); err != nil {
+		return fmt.Errorf("parse the rules %s: %w", src, err)
+	}
+	for i, g := range f.Groups {
+		kept := g[:0]
+		for _, item := range g {
+			if item.Key != "interval" {
+				kept = append(kept, item)
+			}
+		}
+		f.Groups[i] = kept
+	}
+	out, err := yaml.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("write the rules %s: %w", src, err)
+	}
+	if err := os.WriteFile(dst, out, 0o644); err != nil {
+		return fmt.Errorf("write the rules: %w", err)
+	}
+	return nil
 }
 
 // stop asks Prometheus to shut down and kills it after 10 s.

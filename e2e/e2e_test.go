@@ -357,11 +357,26 @@ func TestEndToEnd(t *testing.T) {
 		}, time.Minute, time.Second)
 
 		// A panel has data when its query returns points over the
-		// dashboard's time range, here the whole test.
-		for _, q := range panelQueries(t) {
-			if !p.hasData(t, q.expr, started) {
-				t.Errorf("%s: %q returns nothing since the start", q.panel, q.expr)
+		// dashboard's time range, here the whole test. A range query is
+		// evaluated on a grid of 15 s steps from the start, so a series
+		// that appeared seconds ago (the timeouts, just now) shows only at
+		// the next step: wait for it, as long as two steps and a rate's two
+		// scrapes.
+		empty := panelQueries(t)
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Second) {
+			var still []panelQuery
+			for _, q := range empty {
+				if !p.hasData(t, q.expr, started) {
+					still = append(still, q)
+				}
 			}
+			empty = still
+			if len(empty) == 0 || time.Now().After(deadline) {
+				break
+			}
+		}
+		for _, q := range empty {
+			t.Errorf("%s: %q returns nothing since the start", q.panel, q.expr)
 		}
 	})
 }
