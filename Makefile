@@ -77,6 +77,7 @@ image-test: image
 test: lint dashboard-lint image-test testbin clusterbin kwokbin helmbin
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
 	cd hack/chaos && $(GO) test -race -count=1 ./...
+	cd hack/scale && $(GO) test -race -count=1 ./...
 	$(MAKE) e2e
 	$(MAKE) chaos-short
 
@@ -209,6 +210,22 @@ MEMLIMIT ?= 512Mi
 bench-memlimit: build testbin kwokbin
 	cd hack/scale && $(GO) run . --ksm "" --podslo-memory-limit $(MEMLIMIT) --restart --sizes 100000 \
 		--out results/memlimit.json --markdown results/memlimit.md $(SCALE_FLAGS)
+
+## bench-shards: issue 14's sharding measurement (docs/scaling.md): 100k
+## kwok pods, one unsharded podslo alone, then 4 shards alone (--shard,
+## --total-shards); RSS, scrape time and update CPU of each, the API
+## server's watches and CPU, and the shards' sums checked against the one
+## exporter. Not part of `make test`; about 30 minutes on 2 cores. Writes
+## hack/scale/results/layout-shards.{json,md}; SCALE_FLAGS passes flags.
+.PHONY: bench-shards bench-pernode
+bench-shards: build testbin kwokbin
+	cd hack/scale && $(GO) run . --layout shards --shards 4 --sizes 100000 $(SCALE_FLAGS)
+
+## bench-pernode: the same for per-node mode: 100 kwok nodes of 100 pods,
+## one podslo alone, then one podslo per node (--node-name) alone. About
+## 10 minutes. Writes hack/scale/results/layout-per-node.{json,md}.
+bench-pernode: build testbin kwokbin
+	cd hack/scale && $(GO) run . --layout per-node --sizes 10000 --pods-per-node 100 $(SCALE_FLAGS)
 
 ## chaos: the chaos run of docs/reliability.md (hack/chaos): 10k pods
 ## churning on a kwok cluster while the exporter is SIGKILLed 20 times,

@@ -10,7 +10,9 @@
 //
 // With --podslo-memory-limit each podslo runs in a memory cgroup under that
 // limit with the chart's GOMEMLIMIT, and OOM kills fail the run; --ksm ""
-// leaves kube-state-metrics out (`make bench-memlimit`).
+// leaves kube-state-metrics out (`make bench-memlimit`). --layout shards
+// and --layout per-node measure the scale-out modes against one exporter
+// instead (layout.go, `make bench-shards` and `make bench-pernode`).
 package main
 
 import (
@@ -30,7 +32,9 @@ func main() {
 	if err == nil {
 		err = opts.Validate()
 	}
-	if err == nil {
+	if err == nil && opts.Layout != "" {
+		err = runLayout(ctx, opts, log)
+	} else if err == nil {
 		err = run(ctx, opts, log)
 	}
 	if err != nil {

@@ -67,8 +67,15 @@ type Options struct {
 	// complete and it is quiet. Default false.
 	Restart bool
 	// Out is the JSON results file; Markdown the table. Defaults
-	// "results/results.json" and "results/results.md".
+	// "results/results.json" and "results/results.md", and with a Layout
+	// "results/layout-<layout>.json" and ".md".
 	Out, Markdown string
+	// Layout, "shards" or "per-node", measures that scale-out mode
+	// against one unsharded exporter at the largest of Sizes instead
+	// (layout.go); kube-state-metrics is not run.
+	Layout string
+	// Shards is the number of shards of Layout "shards". Default 4.
+	Shards int
 }
 
 func parseOptions(args []string) (*Options, error) {
@@ -92,14 +99,30 @@ func parseOptions(args []string) (*Options, error) {
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 30*time.Minute, "wait at most this long for pods and exporters to settle at each size")
 	fs.StringVar(&o.PodsloMemoryLimit, "podslo-memory-limit", "", "run each podslo in a memory cgroup with this limit (a quantity such as 512Mi) and GOMEMLIMIT at 90% of it, as the chart does (default: no limit)")
 	fs.BoolVar(&o.Restart, "restart", false, "at the largest size, SIGKILL each podslo and restart it on the same state")
-	fs.StringVar(&o.Out, "out", "results/results.json", "JSON results")
-	fs.StringVar(&o.Markdown, "markdown", "results/results.md", "markdown table of the results")
+	fs.StringVar(&o.Out, "out", "", "JSON results (default results/results.json, with --layout results/layout-<layout>.json)")
+	fs.StringVar(&o.Markdown, "markdown", "", "markdown table of the results (default as --out, .md)")
+	fs.StringVar(&o.Layout, "layout", "", `measure a scale-out mode against one exporter at the largest size: "shards" or "per-node" (one exporter per node)`)
+	fs.IntVar(&o.Shards, "shards", 4, `shards of --layout shards`)
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	base := "results/results"
+	if o.Layout != "" {
+		base = "results/layout-" + o.Layout
+	}
+	if o.Out == "" {
+		o.Out = base + ".json"
+	}
+	if o.Markdown == "" {
+		o.Markdown = strings.TrimSuffix(o.Out, ".json") + ".md"
+	}
 	ksmGiven := false
 	fs.Visit(func(f *flag.Flag) { ksmGiven = ksmGiven || f.Name == "ksm" })
-	if !ksmGiven {
+	if o.Layout != "" {
+		if ksmGiven && o.KSM != "" {
+			return nil, errors.New("--layout measures podslo alone: leave out --ksm")
+		}
+	} else if !ksmGiven {
 		return nil, errors.New(`--ksm is required: the kube-state-metrics binary, or --ksm "" to measure podslo alone`)
 	}
 	o.QPS = float32(*qps)
@@ -125,6 +148,18 @@ func parseOptions(args []string) (*Options, error) {
 
 // Validate reports the first option that cannot work.
 func (o *Options) Validate() error {
+	switch o.Layout {
+	case "", layoutPerNode:
+	case layoutShards:
+		if o.Shards < 2 {
+			return errors.New("--shards must be at least 2")
+		}
+	default:
+		return fmt.Errorf("--layout %q: want %q or %q", o.Layout, layoutShards, layoutPerNode)
+	}
+	if o.Layout != "" && o.memoryLimit != nil {
+		return errors.New("--layout runs without --podslo-memory-limit")
+	}
 	paths := []struct{ flag, path string }{
 		{"--podslo", o.Podslo},
 		{"--testbin", filepath.Join(o.Testbin, "kube-apiserver")},
