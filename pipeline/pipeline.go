@@ -482,6 +482,7 @@ func (p *Pipeline) CheckTimeouts() {
 			p.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", d.uid, "err", err)
 			continue
 		}
+		p.logTimeouts(d.uid, out, d.meta)
 		delete(p.pendingUserErrors, d.uid)
 	}
 }
@@ -560,6 +561,7 @@ func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
 	if err := p.apply(change); err != nil {
 		return err
 	}
+	p.logTimeouts(uid, out, meta)
 	delete(p.pendingUserErrors, uid)
 	return nil
 }
@@ -594,13 +596,38 @@ func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
 	} else {
 		next, out = lifecycle.Step(now, pod, prev, &p.opts.Lifecycle)
 	}
-	if err := p.apply(p.change(pod.UID, next, out, p.meta(pod), pod)); err != nil {
+	meta := p.meta(pod)
+	if err := p.apply(p.change(pod.UID, next, out, meta, pod)); err != nil {
 		return err
 	}
+	p.logTimeouts(pod.UID, out, meta)
 	if userError {
 		delete(p.pendingUserErrors, pod.UID)
 	}
 	return nil
+}
+
+// logTimeouts logs, once they are recorded, the pod's sandbox creation
+// timeout or its exclusion: each is counted once per pod and names no pod
+// in its series, so the log is where an operator finds the stuck pod (and
+// the chaos run checks the count pod by pod). meta may be nil.
+func (p *Pipeline) logTimeouts(uid types.UID, out lifecycle.Outcome, meta *store.PodMeta) {
+	for _, o := range out.Observations {
+		var msg string
+		switch o.Kind {
+		case lifecycle.SandboxTimedOut:
+			msg = "Sandbox creation timed out"
+		case lifecycle.SandboxExcluded:
+			msg = "Sandbox creation left out of the SLI: user error"
+		default:
+			continue
+		}
+		ref := ""
+		if meta != nil {
+			ref = meta.Namespace + "/" + meta.Name
+		}
+		p.log.Info(msg, "pod", ref, "uid", uid)
+	}
 }
 
 // change turns a lifecycle outcome into the store's samples: the series of

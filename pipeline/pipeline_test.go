@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"errors"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -513,4 +515,25 @@ func TestAFailedUserErrorMarkIsKept(t *testing.T) {
 	got, _ = st.Get("u3")
 	assert.True(t, got.UserError, "%+v", got)
 	assert.Empty(t, p.pendingUserErrors)
+}
+
+// A timeout names no pod in its series, so the log names it: once, when it
+// is recorded, not for a write that failed and is retried.
+func TestTimeoutsAreLoggedOnceRecorded(t *testing.T) {
+	fail := 0
+	p, _ := pipelineOnMemory(t, &fail)
+	var logs strings.Builder
+	p.log = slog.New(slog.NewTextHandler(&logs, nil))
+	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
+	stuck := startedPod("u1", 0)
+	stuck.Conditions = stuck.Conditions[:1]
+	require.NoError(t, p.Handle(stuck))
+	p.Synced(liveSet{"u1": {}}.get, func() bool { return true })
+
+	fail = 1
+	p.CheckTimeouts()
+	assert.NotContains(t, logs.String(), "Sandbox creation timed out", "logged before it was recorded")
+	p.CheckTimeouts()
+	p.CheckTimeouts()
+	assert.Equal(t, 1, strings.Count(logs.String(), `msg="Sandbox creation timed out" pod=ns/web-u1 uid=u1`), logs.String())
 }

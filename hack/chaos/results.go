@@ -54,6 +54,9 @@ type Results struct {
 	ClaimClass map[string]string `json:"claimClass"`
 	UserErrors []types.UID       `json:"userErrors"`
 	Failures   []string          `json:"failures,omitempty"`
+	// PodCounts are the pods whose logged timeouts or exclusions the
+	// oracle does not allow: where to look when those counters are off.
+	PodCounts []string `json:"podCounts,omitempty"`
 }
 
 // RestartResult is the time from each exporter start to its first 200 on
@@ -95,6 +98,9 @@ type LogResult struct {
 	TooOld int `json:"tooOld"`
 	// Errors are distinct error messages, with how often each came.
 	Errors map[string]int `json:"errors,omitempty"`
+	// Counted is, for the timeout and exclusion counters, how often the
+	// exporter logged each pod as counted (see podcounts.go).
+	Counted map[string]map[types.UID]int `json:"counted,omitempty"`
 }
 
 type Machine struct {
@@ -198,6 +204,7 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 		res.Failures = append(res.Failures, fmt.Sprintf("per-pod series: %d of pods that no longer exist, %d wrong, %d pending gauges off",
 			len(res.PodCheck.Stale), len(res.PodCheck.Wrong), len(res.PodCheck.Pending)))
 	}
+	res.PodCounts = checkPodCounts(res.ExporterLog.Counted, verdicts, histories, oc)
 }
 
 func restarts(insts []instance) RestartResult {
@@ -232,12 +239,17 @@ func restarts(insts []instance) RestartResult {
 // analyseLogs counts the exporter's relists after 410 Gone and its
 // distinct error messages.
 func analyseLogs(dir string) LogResult {
-	lr := LogResult{Errors: map[string]int{}}
+	lr := LogResult{Errors: map[string]int{}, Counted: map[string]map[types.UID]int{}}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, f := range files {
 		lr.TooOld += len(grepLog(f, "too old resource version"))
 		for _, line := range grepLog(f, "level=ERROR", "fatal error:", "podslo:") {
 			lr.Errors[errorKey(line)]++
+		}
+		for msg := range podCountLogs {
+			for _, line := range grepLog(f, msg) {
+				countLogged(lr.Counted, line)
+			}
 		}
 	}
 	return lr
@@ -287,6 +299,12 @@ func (r *Results) markdown() string {
 		verdict = "**Mismatches:** " + strings.Join(r.Failures, "; ")
 	}
 	fmt.Fprintf(&b, "%s\n\n", verdict)
+	for _, p := range r.PodCounts {
+		fmt.Fprintf(&b, "- Pod counted off: %s\n", p)
+	}
+	if len(r.PodCounts) > 0 {
+		b.WriteString("\n")
+	}
 	fmt.Fprintf(&b, "- Pods: %d alive, %d seen in all; created %d (%d crash, %d stuck, %d user-error, %d with an init container), deleted %d (%d forced), %d names used again.\n",
 		o.Pods, r.PodsSeen, r.Workload.Created, r.Workload.Crash, r.Workload.Stuck, r.Workload.UserError, r.Workload.Init, r.Workload.Deleted, r.Workload.ForceDeleted, r.Workload.SameNameAgain)
 	if f := r.Faults; f != nil {

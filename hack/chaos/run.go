@@ -168,8 +168,8 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		res.UserErrors = append(res.UserErrors, uid)
 	}
 	histories := rec.snapshot()
-	judgeRun(res, histories, got)
 	res.ExporterLog = analyseLogs(sup.logDir)
+	judgeRun(res, histories, got)
 	res.Finished = time.Now().UTC()
 	if werr := res.write(o.Out, o.Markdown); werr != nil {
 		return werr
@@ -182,12 +182,28 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	}
 	log.Info("Done", "results", o.Out, "report", o.Markdown, "ok", len(res.Failures) == 0)
 	if len(res.Failures) > 0 {
-		for _, f := range res.Failures {
-			log.Error("Failure", "what", f)
-		}
+		logFailures(log, res)
 		return errMismatch
 	}
 	return nil
+}
+
+// logFailures prints what failed with what is needed to look into it: in
+// CI the log is all that remains of a run.
+func logFailures(log *slog.Logger, res *Results) {
+	for _, f := range res.Failures {
+		log.Error("Failure", "what", f)
+	}
+	for _, p := range res.PodCounts {
+		log.Error("Pod counted off", "what", p)
+	}
+	var outages []outageRecord
+	if res.Faults != nil {
+		outages = res.Faults.Outages
+	}
+	for _, l := range describeTimeline(res.Instances, outages) {
+		log.Info("Timeline", "what", l)
+	}
 }
 
 // settle waits until nothing is in flight, every pod is in a state that no
@@ -319,6 +335,7 @@ func rejudge(o *Options, log *slog.Logger) error {
 	}
 	log.Info("Judged again", "results", o.Out, "report", o.Markdown, "ok", len(res.Failures) == 0)
 	if len(res.Failures) > 0 {
+		logFailures(log, &res)
 		return errMismatch
 	}
 	return nil
