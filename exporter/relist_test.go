@@ -19,8 +19,10 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/podslo/podslo/internal/testenv"
 )
@@ -363,14 +365,104 @@ func TestNoTimeoutWhileTheWatchIsDown(t *testing.T) {
 	// 100ms, say they hold it.
 	logs.wait(t, "Holding sandbox creation timeouts")
 	time.Sleep(time.Until(scheduled.Add(timeout + 2*time.Second)))
-	assert.Empty(t, logs.matching("Pod watch current again"), "the watch counted as current while cut off")
+	assert.Empty(t, logs.matching("Pod and event watches current again"), "the watch counted as current while cut off")
 	proxy.restore()
 
-	logs.wait(t, "Pod watch current again")
+	logs.wait(t, "Pod and event watches current again")
 	const creation = "podslo_sandbox_creation_duration_seconds"
 	eventuallyMetrics(t, metrics, "# HELP "+creation+" Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE "+creation+" histogram\n"+
 		histogramText(creation, `runtime_class="none",storage_class="none"`, 2), creation)
 	// Past the deadline and current again: a timeout would be counted by
 	// now; the check runs every 100ms and has said it runs again.
 	eventuallyMetrics(t, metrics, "", "podslo_sandbox_creation_timeouts_total", "podslo_sandbox_creation_pending_pods")
+}
+
+// TestTimeoutsWaitForTheEventWatch: a user-error pod's FailedMount event
+// comes while the exporter is cut off, and the pod's creation timeout
+// passes. When the exporter is back its pod watch resumes, but its event
+// watch cannot (its read of events was revoked meanwhile): the timeout
+// check must hold, since the event that makes the wait the author's
+// mistake is not handled yet. Once the event watch is back, the pod counts
+// as excluded, never as the platform's timeout.
+func TestTimeoutsWaitForTheEventWatch(t *testing.T) {
+	env := testenv.Start(t)
+	c := env.Client
+	ctx := context.Background()
+	const ns = "blocked"
+	testenv.CreateNamespace(t, c, ns, nil)
+	// The exporter's identity: every read it needs, events through a
+	// binding of their own that the test takes away and gives back.
+	_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "exporter"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	read := []string{"get", "list", "watch"}
+	subject := []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: "exporter"}}
+	for name, rules := range map[string][]rbacv1.PolicyRule{
+		"exporter-reads": {{APIGroups: []string{""}, Resources: []string{"pods", "persistentvolumeclaims"}, Verbs: read},
+			{APIGroups: []string{"storage.k8s.io"}, Resources: []string{"storageclasses"}, Verbs: read},
+			{APIGroups: []string{"networking.k8s.io"}, Resources: []string{"networkpolicies"}, Verbs: read}},
+		"exporter-events": {{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: read}},
+	} {
+		_, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	bind := func(role string) {
+		t.Helper()
+		_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+			RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role}, Subjects: subject}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	bind("exporter-reads")
+	bind("exporter-events")
+	sa := env.ServiceAccountConfig(t, ns, "exporter", nil)
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["env"] = &clientcmdapi.Cluster{Server: sa.Host, CertificateAuthorityData: sa.CAData}
+	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: sa.BearerToken}
+	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "env", AuthInfo: "sa"}
+	kc.CurrentContext = "sa"
+	kubeconfig := filepath.Join(t.TempDir(), "sa-kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
+
+	apiserver, err := url.Parse(env.Config.Host)
+	require.NoError(t, err)
+	proxy := startProxy(t, apiserver.Host)
+	logs := newLogLines(t)
+	const timeout = 4 * time.Second
+	metrics := startExporter(t, Options{Kubeconfig: proxiedKubeconfig(t, kubeconfig, proxy.addr()), StateDir: t.TempDir(),
+		SandboxCreationTimeout: timeout, Logger: logs.logger()}, WithTimeoutCheckInterval(100*time.Millisecond))
+
+	pod := testenv.CreatePod(t, c, ns, podSpec{name: "web", team: "a"}.pod())
+	scheduled := time.Now().Truncate(time.Second)
+	kubelet(t, c, pod, condAt(corev1.PodScheduled, corev1.ConditionTrue, scheduled), condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, scheduled))
+	eventuallyValue(t, metrics, "podslo_sandbox_creation_pending_pods", map[string]string{"runtime_class": "none", "user_error": "false"}, 1)
+
+	require.NoError(t, c.RbacV1().ClusterRoleBindings().Delete(ctx, "exporter-events", metav1.DeleteOptions{}))
+	proxy.cutOff()
+	require.EventuallyWithT(t, func(c *assert.CollectT) { assert.GreaterOrEqual(c, proxy.turnedAway(), 2) }, 60*time.Second, 10*time.Millisecond)
+	failedMount(t, c, pod, `MountVolume.SetUp failed for volume "creds" : secret "db" not found`)
+	proxy.restore()
+
+	// The pod watch resumes (a pod created now is seen) and the timeout
+	// passes; the event watch is refused, and the checks, every 100ms,
+	// hold.
+	other := testenv.CreatePod(t, c, ns, podSpec{name: "other", team: "a"}.pod())
+	now := time.Now().Truncate(time.Second)
+	kubelet(t, c, other, condAt(corev1.PodScheduled, corev1.ConditionTrue, now), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, now.Add(time.Second)))
+	eventuallyValue(t, metrics, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "other"}, 1)
+	time.Sleep(time.Until(scheduled.Add(timeout + 2*time.Second)))
+	logs.wait(t, "Holding sandbox creation timeouts")
+	assert.Empty(t, logs.matching("Pod and event watches current again"), "current while the event watch was refused")
+	const pending = `# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+# TYPE podslo_sandbox_creation_pending_pods gauge
+`
+	eventuallyMetrics(t, metrics, pending+`podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="false"} 1
+`, "podslo_sandbox_creation_timeouts_total", "podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
+
+	bind("exporter-events")
+	// client-go backs off a refused list for up to a minute.
+	eventuallyMetricsWithin(t, 3*time.Minute, metrics, pending+`podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="true"} 1
+# HELP podslo_sandbox_creations_excluded_total Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).
+# TYPE podslo_sandbox_creations_excluded_total counter
+podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="none",storage_class="none"} 1
+`, "podslo_sandbox_creation_timeouts_total", "podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
+	logs.wait(t, "Pod and event watches current again")
 }

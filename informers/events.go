@@ -1,11 +1,17 @@
 package informers
 
 import (
+	"context"
 	"fmt"
 	"regexp"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
 )
 
 // DefaultUserErrorEventRegex matches the kubelet's FailedMount messages for
@@ -39,6 +45,85 @@ func eventSelector(namespaceSelector string) string {
 		return failedMountSelector
 	}
 	return failedMountSelector + "," + namespaceSelector
+}
+
+// eventWatch is the FailedMount event watch of one namespace (or of all).
+// Like the pod watch it is a bare controller that tracks its currency: the
+// creation-timeout check tells a timeout from a user error by these
+// events, so it must also wait while this watch is down or relisting, or a
+// user error whose event it has not received yet would count as the
+// platform's timeout. It keeps the events' keys, not the events: nothing
+// reads them again.
+type eventWatch struct {
+	keys    *podKeys
+	current *currency
+	ctrl    cache.Controller
+}
+
+// eventController returns the watch that feeds the FailedMount events of
+// namespace (all for metav1.NamespaceAll) through handleEvent.
+func (w *Watcher) eventController(namespace, selector string) *eventWatch {
+	ew := &eventWatch{keys: newPodKeys(), current: newCurrency(time.Now)}
+	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{
+		KnownObjects:          ew.keys,
+		EmitDeltaTypeReplaced: true,
+		Transformer:           w.trim.transform,
+	})
+	narrow := func(o metav1.ListOptions) metav1.ListOptions {
+		o.FieldSelector = selector
+		return o
+	}
+	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		return w.client.CoreV1().Events(namespace).List(ctx, narrow(o))
+	}
+	watchFunc := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return w.client.CoreV1().Events(namespace).Watch(ctx, narrow(o))
+	}
+	ew.ctrl = cache.New(&cache.Config{
+		Queue: &markingQueue{DeltaFIFO: fifo, c: ew.current},
+		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(ew.current.track(&cache.ListWatch{
+			ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
+			WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchFunc(context.Background(), o) },
+			ListWithContextFunc:  list,
+			WatchFuncWithContext: watchFunc,
+		}), w.client),
+		ObjectType:        &corev1.Event{},
+		ObjectDescription: "events",
+		Process: func(obj any, _ bool) error {
+			for _, d := range obj.(cache.Deltas) {
+				w.processEventDelta(ew, d)
+			}
+			return nil
+		},
+	})
+	return ew
+}
+
+func (w *Watcher) processEventDelta(ew *eventWatch, d cache.Delta) {
+	if n, ok := listMarker(d.Object); ok {
+		if d.Type != cache.Deleted {
+			ew.current.listHandled(n)
+		}
+		return
+	}
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(d.Object)
+	if err != nil {
+		w.log.Error("Ignoring an event without a key", "type", fmt.Sprintf("%T", d.Object), "err", err)
+		return
+	}
+	if d.Type == cache.Deleted {
+		ew.keys.remove(key)
+		w.opts.OnEvent("events", "delete")
+		return
+	}
+	ev, ok := d.Object.(*corev1.Event)
+	if !ok {
+		w.log.Error("Ignoring unexpected object in the event watch", "type", fmt.Sprintf("%T", d.Object))
+		return
+	}
+	event, _ := ew.keys.set(key, ev.UID)
+	w.opts.OnEvent("events", event)
+	w.handleEvent(ev)
 }
 
 func (w *Watcher) handleEvent(obj any) {

@@ -38,9 +38,10 @@ type Handler interface {
 	UserError(uid types.UID, ref string)
 	// Synced is called once every pod of the first list has been handed to
 	// Pod. live returns the UIDs of the pods that exist at the time of the
-	// call; current whether the pod watch is open and every pod of its
-	// newest list handled, i.e. whether the absence of an update can be
-	// trusted. Both stay valid for as long as the watch runs.
+	// call; current whether the pod and FailedMount event watches are
+	// open and every object of their newest lists handled, i.e. whether
+	// the absence of an update (or of a user-error event) can be trusted.
+	// Both stay valid for as long as the watches run.
 	Synced(live func() map[types.UID]struct{}, current func() bool)
 }
 
@@ -148,6 +149,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	factories := []informers.SharedInformerFactory{cluster}
 	synced := []cache.InformerSynced{classes.Informer().HasSynced}
 	pvcListers := pvcsByNamespace{}
+	var eventWatches []*eventWatch
 	var pvcLister corelisters.PersistentVolumeClaimLister
 	for _, ns := range namespaces {
 		// One factory per allowed namespace (one, cluster-wide, without an
@@ -157,25 +159,15 @@ func (w *Watcher) Start(ctx context.Context) error {
 			informers.WithNamespace(ns),
 			informers.WithTransform(w.trim.transform),
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = nsSelector }))
-		events := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-			informers.WithNamespace(ns),
-			informers.WithTransform(w.trim.transform),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = eventSelector(nsSelector) }))
-		factories = append(factories, namespaced, events)
+		factories = append(factories, namespaced)
 		pvcs := namespaced.Core().V1().PersistentVolumeClaims()
 		pvcListers[ns], pvcLister = pvcs.Lister(), pvcs.Lister()
-		eventInformer := events.Core().V1().Events().Informer()
 		if _, err := pvcs.Informer().AddEventHandler(w.counter("persistentvolumeclaims")); err != nil {
 			return fmt.Errorf("watch persistentvolumeclaims: %w", err)
 		}
-		if _, err := eventInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(obj any) { w.opts.OnEvent("events", "add"); w.handleEvent(obj) },
-			UpdateFunc: func(_, obj any) { w.opts.OnEvent("events", "update"); w.handleEvent(obj) },
-			DeleteFunc: func(any) { w.opts.OnEvent("events", "delete") },
-		}); err != nil {
-			return fmt.Errorf("watch events: %w", err)
-		}
-		synced = append(synced, pvcs.Informer().HasSynced, eventInformer.HasSynced)
+		ew := w.eventController(ns, eventSelector(nsSelector))
+		eventWatches = append(eventWatches, ew)
+		synced = append(synced, pvcs.Informer().HasSynced, ew.ctrl.HasSynced)
 	}
 	if _, err := classes.Informer().AddEventHandler(w.counter("storageclasses")); err != nil {
 		return fmt.Errorf("watch storageclasses: %w", err)
@@ -189,6 +181,11 @@ func (w *Watcher) Start(ctx context.Context) error {
 		f.Start(ctx.Done())
 		defer f.Shutdown()
 	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, ew := range eventWatches {
+		wg.Go(func() { ew.ctrl.RunWithContext(ctx) })
+	}
 	// PVCs, classes and FailedMount events first, so that the first pass
 	// over the pods already resolves every storage class and knows every
 	// user error.
@@ -199,8 +196,6 @@ func (w *Watcher) Start(ctx context.Context) error {
 	for _, ns := range namespaces {
 		watches = append(watches, w.podController(ns))
 	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	podsSynced := make([]cache.InformerSynced, 0, len(watches))
 	for _, pw := range watches {
 		wg.Go(func() { pw.ctrl.RunWithContext(ctx) })
@@ -214,7 +209,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 	all := podWatches(watches)
 	w.log.Info("Informers synced", "pods", all.len(), "scope", sc.String())
-	w.handler.Synced(all.live, all.current)
+	w.handler.Synced(all.live, func() bool { return all.current() && eventsCurrent(eventWatches) })
 	<-ctx.Done()
 	return nil
 }
@@ -249,6 +244,16 @@ func (ws podWatches) live() map[types.UID]struct{} {
 func (ws podWatches) current() bool {
 	for _, pw := range ws {
 		if !pw.current.Current() {
+			return false
+		}
+	}
+	return true
+}
+
+// eventsCurrent is whether every FailedMount event watch is current.
+func eventsCurrent(ews []*eventWatch) bool {
+	for _, ew := range ews {
+		if !ew.current.Current() {
 			return false
 		}
 	}

@@ -443,22 +443,23 @@ func (p *Pipeline) sweep(now bool) int {
 // CheckTimeouts counts the pods whose sandbox is still not ready past the
 // creation timeout. It runs on a timer because a stuck pod sends no updates.
 // Since it concludes from the absence of an update, it waits while the pod
-// watch is not current (an API server outage, a relist): a sandbox that
-// became ready meanwhile is not seen yet, and a counted timeout cannot be
-// taken back. The pods whose deadline passed meanwhile are judged once the
-// watch is current again.
+// or the FailedMount event watch is not current (an API server outage, a
+// relist): a sandbox that became ready meanwhile is not seen yet, nor the
+// event that makes a pod's wait its author's mistake, and a counted timeout
+// cannot be taken back. The pods whose deadline passed meanwhile are
+// judged once the watches are current again.
 func (p *Pipeline) CheckTimeouts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.current != nil && !p.current() {
 		if !p.timeoutsHeld {
-			p.log.Warn("Holding sandbox creation timeouts: the pod watch is not current")
+			p.log.Warn("Holding sandbox creation timeouts: the pod or event watch is not current")
 			p.timeoutsHeld = true
 		}
 		return
 	}
 	if p.timeoutsHeld {
-		p.log.Info("Pod watch current again, checking sandbox creation timeouts")
+		p.log.Info("Pod and event watches current again, checking sandbox creation timeouts")
 		p.timeoutsHeld = false
 	}
 	type pending struct {
