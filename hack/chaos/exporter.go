@@ -245,8 +245,45 @@ func (s *supervisor) downBeyond(t time.Time) bool {
 // instances returns a copy of every process record.
 func (s *supervisor) instances() []instance {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]instance(nil), s.insts...)
+	insts := append([]instance(nil), s.insts...)
+	s.mu.Unlock()
+	for i := range insts {
+		insts[i].Held = heldChecks(filepath.Join(s.logDir, fmt.Sprintf("exporter-%03d.log", insts[i].N)))
+	}
+	return insts
+}
+
+// heldChecks reads from an exporter's log when its timeout check held
+// (pipeline.CheckTimeouts logs each change): the oracle must not expect a
+// timeout counted then, nor allow one.
+func heldChecks(path string) []span {
+	var held []span
+	for _, line := range grepLog(path, "Holding sandbox creation timeouts", "current again, checking sandbox creation timeouts") {
+		at, ok := logTime(line)
+		if !ok {
+			continue
+		}
+		switch open := len(held) > 0 && held[len(held)-1].To.IsZero(); {
+		case strings.Contains(line, "Holding"):
+			if !open {
+				held = append(held, span{From: at})
+			}
+		case open:
+			held[len(held)-1].To = at
+		}
+	}
+	return held
+}
+
+// logTime is the time= of a log line of slog's text handler.
+func logTime(line string) (time.Time, bool) {
+	v, ok := strings.CutPrefix(line, "time=")
+	if !ok {
+		return time.Time{}, false
+	}
+	v, _, _ = strings.Cut(v, " ")
+	t, err := time.Parse(time.RFC3339Nano, v)
+	return t, err == nil
 }
 
 // ready reports whether the current process answered /readyz.

@@ -63,7 +63,7 @@ func lifecycle(rc string, grace, down int64) *history {
 }
 
 func watchingAll() *timeline {
-	return &timeline{Watching: []span{{From: at(-10)}}, Checking: []span{{From: at(-10)}}}
+	return &timeline{Watching: []span{{From: at(-10)}}, Checking: []span{{From: at(-10)}}, MayCheck: []span{{From: at(-10)}}}
 }
 
 func config() *oracleConfig {
@@ -221,11 +221,11 @@ func TestOracleTimeout(t *testing.T) {
 		{"deleted well before", stuck(30), false, watchingAll(), []float64{0}},
 		{"user error", stuck(0), true, watchingAll(), []float64{0}},
 		{"exporter down over the timeout, pod gone before its return", stuck(120), false, &timeline{
-			Checking: []span{{From: at(-10), To: at(50)}, {From: at(130)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(130)}},
+			Checking: []span{{From: at(-10), To: at(50)}, {From: at(130)}}, MayCheck: []span{{From: at(-10), To: at(51)}, {From: at(130)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(130)}},
 			Blind: []span{{From: at(51), To: at(125)}}, Snapshots: []span{{From: at(125), To: at(130)}},
 		}, []float64{0}},
 		{"exporter ready just after the timeout", stuck(120), false, &timeline{
-			Checking: []span{{From: at(-10), To: at(50)}, {From: at(61.5)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(61.5)}},
+			Checking: []span{{From: at(-10), To: at(50)}, {From: at(61.5)}}, MayCheck: []span{{From: at(-10), To: at(51)}, {From: at(61.5)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(61.5)}},
 		}, []float64{1}},
 		// The request's time decides (docs/metrics.md), not whether a
 		// check ran between the timeout and the deletion.
@@ -233,7 +233,7 @@ func TestOracleTimeout(t *testing.T) {
 		{"deletion requested at the timeout", stuck(60), false, watchingAll(), []float64{0}},
 		{"exporter down over the timeout and the late sandbox, seen after its return", build("runc", nil,
 			step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{90, sandbox("True", 90)}), false, &timeline{
-			Checking: []span{{From: at(-10), To: at(50)}, {From: at(100)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(100)}},
+			Checking: []span{{From: at(-10), To: at(50)}, {From: at(100)}}, MayCheck: []span{{From: at(-10), To: at(51)}, {From: at(100)}}, Watching: []span{{From: at(-10), To: at(50)}, {From: at(100)}},
 			Blind: []span{{From: at(51), To: at(95)}}, Snapshots: []span{{From: at(95), To: at(100)}},
 		}, []float64{1}},
 	} {

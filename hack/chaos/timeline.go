@@ -38,9 +38,14 @@ type timeline struct {
 	// server's return and the first sign that the exporter watches again):
 	// a state that lasted the whole span was in the list.
 	Snapshots []span `json:"snapshots"`
-	// Checking: the exporter ran its timeout check every checkInterval,
-	// from /readyz to its death.
+	// Checking: the exporter surely ran its timeout check every
+	// checkInterval with its watches current: from /readyz to its death,
+	// less the stretches it logged holding the check (the watches not
+	// current) and the outages.
 	Checking []span `json:"checking"`
+	// MayCheck: a timeout check may have counted a pod: from /readyz to
+	// the process's exit, less the stretches in which it surely held.
+	MayCheck []span `json:"mayCheck"`
 }
 
 // processingMargin is how long before a SIGKILL an event may have arrived
@@ -112,12 +117,13 @@ func (t *timeline) checkedBetween(a, b time.Time) bool {
 	return false
 }
 
-// mayCheckBetween reports whether a timeout check may have run in [a, b).
+// mayCheckBetween reports whether a timeout check may have counted a pod
+// in [a, b).
 func (t *timeline) mayCheckBetween(a, b time.Time) bool {
 	if !a.Before(b) {
 		return false
 	}
-	for _, s := range t.Checking {
+	for _, s := range t.MayCheck {
 		if s.From.Before(b) && a.Before(s.end()) {
 			return true
 		}
@@ -181,6 +187,10 @@ type instance struct {
 	Status string `json:"status,omitempty"` // how it exited
 	// Fatal is the first line of a Go fatal error or panic in its log.
 	Fatal string `json:"fatal,omitempty"`
+	// Held are the stretches its log shows the timeout check holding,
+	// from "Holding sandbox creation timeouts" to "... current again"
+	// (open while it never said so).
+	Held []span `json:"held,omitempty"`
 }
 
 // outage is kube-apiserver's stop, as the run made it.
@@ -219,6 +229,16 @@ func buildTimeline(insts []instance, outages []outageRecord) *timeline {
 			continue
 		}
 		t.Snapshots = append(t.Snapshots, span{From: in.Start, To: in.Ready})
+		// A check counts until the SIGKILL; none counts from the check
+		// after the last current one (at most a period before the hold was
+		// logged) until the log says the watches are current again, and
+		// the check that says so counts at once.
+		var notCounting, notSure []span
+		for _, h := range in.Held {
+			notCounting = append(notCounting, span{From: h.From.Add(-checkInterval), To: h.To})
+			notSure = append(notSure, span{From: h.From.Add(-checkInterval - processingMargin), To: h.To})
+		}
+		t.MayCheck = append(t.MayCheck, cut([]span{{From: in.Ready, To: in.Exit}}, notCounting)...)
 		watch := span{From: in.Ready}
 		if !in.Exit.IsZero() {
 			watch.To = in.Exit.Add(-processingMargin)
@@ -226,7 +246,7 @@ func buildTimeline(insts []instance, outages []outageRecord) *timeline {
 				continue
 			}
 		}
-		t.Checking = append(t.Checking, watch)
+		t.Checking = append(t.Checking, cut(subtract(watch, outages), notSure)...)
 		t.Watching = append(t.Watching, subtract(watch, outages)...)
 	}
 	for _, o := range outages {
@@ -236,27 +256,35 @@ func buildTimeline(insts []instance, outages []outageRecord) *timeline {
 	return t
 }
 
-// subtract removes from w each outage's stretch during which the exporter's
-// watch may have been down: from processingMargin before the stop to the
-// proof that it watches again.
-func subtract(w span, outages []outageRecord) []span {
-	out := []span{w}
-	for _, o := range outages {
-		cut := span{From: o.Stop.Add(-processingMargin), To: o.WatchBack}
+// cut removes the spans holes from the spans ws.
+func cut(ws []span, holes []span) []span {
+	out := ws
+	for _, h := range holes {
 		var next []span
 		for _, s := range out {
-			if !cut.overlaps(s.From, s.end()) {
+			if !h.overlaps(s.From, s.end()) {
 				next = append(next, s)
 				continue
 			}
-			if s.From.Before(cut.From) {
-				next = append(next, span{From: s.From, To: cut.From})
+			if s.From.Before(h.From) {
+				next = append(next, span{From: s.From, To: h.From})
 			}
-			if cut.end().Before(s.end()) {
-				next = append(next, span{From: cut.end(), To: s.To})
+			if h.end().Before(s.end()) {
+				next = append(next, span{From: h.end(), To: s.To})
 			}
 		}
 		out = next
 	}
 	return out
+}
+
+// subtract removes from w each outage's stretch during which the exporter's
+// watch may have been down: from processingMargin before the stop to the
+// proof that it watches again.
+func subtract(w span, outages []outageRecord) []span {
+	holes := make([]span, 0, len(outages))
+	for _, o := range outages {
+		holes = append(holes, span{From: o.Stop.Add(-processingMargin), To: o.WatchBack})
+	}
+	return cut([]span{w}, holes)
 }
