@@ -470,14 +470,37 @@ func (p *Pipeline) CheckTimeouts() {
 	var due []pending
 	now := p.opts.Now()
 	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
-		if st.Pending() && !st.TimedOut {
-			due = append(due, pending{uid, *st, m})
+		if !st.Pending() || st.TimedOut {
+			return
 		}
+		if _, ok := p.failed[uid]; ok {
+			// Its newest object, or its deletion, waits for a write (a
+			// full disk): the stored state is older than what the watch
+			// showed, and may be pending only because the deletion or the
+			// sandbox that ended the wait is not written yet. RetryFailed
+			// writes it; the check after judges the pod.
+			return
+		}
+		due = append(due, pending{uid, *st, m})
 	})
+	var live map[types.UID]struct{}
 	for _, d := range due {
 		next, out := lifecycle.Timeout(now, p.withUserError(d.uid, d.state), &p.opts.Lifecycle)
 		if out.Empty() {
 			continue
+		}
+		if p.live != nil {
+			if live == nil {
+				// Only for a pod past its timeout, which is rare: the set
+				// is as large as the cluster.
+				live = p.live()
+			}
+			if _, ok := live[d.uid]; !ok {
+				// No such pod any more: a deletion whose write failed before
+				// a restart, which the sweep forgets. It was not pending
+				// when the watch last saw it.
+				continue
+			}
 		}
 		if err := p.apply(p.change(d.uid, next, out, d.meta, nil)); err != nil {
 			p.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", d.uid, "err", err)

@@ -420,7 +420,8 @@ func TestTimeoutsWaitForACurrentWatch(t *testing.T) {
 	stuck.Conditions = stuck.Conditions[:1]
 	require.NoError(t, p.Handle(stuck))
 	current := false
-	p.Synced(liveSet{"u1": {}}.get, func() bool { return current })
+	live := liveSet{"u1": {}}
+	p.Synced(live.get, func() bool { return current })
 	timeouts := func() float64 {
 		var v float64
 		st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
@@ -445,6 +446,7 @@ func TestTimeoutsWaitForACurrentWatch(t *testing.T) {
 	// A pod still stuck when the watch is current again times out then.
 	stuck2 := startedPod("u2", 0)
 	stuck2.Conditions = stuck2.Conditions[:1]
+	live["u2"] = struct{}{}
 	require.NoError(t, p.Handle(stuck2))
 	current = false
 	p.CheckTimeouts()
@@ -536,4 +538,68 @@ func TestTimeoutsAreLoggedOnceRecorded(t *testing.T) {
 	p.CheckTimeouts()
 	p.CheckTimeouts()
 	assert.Equal(t, 1, strings.Count(logs.String(), `msg="Sandbox creation timed out" pod=ns/web-u1 uid=u1`), logs.String())
+}
+
+func timeoutsIn(st *store.Store) float64 {
+	var v float64
+	st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
+		if family == "sandbox_creation_timeouts" {
+			v += a.Value
+		}
+	})
+	return v
+}
+
+// A stuck pod deleted before its timeout, its deletion refused by a full
+// disk: the check that runs past the deadline must not take the stored
+// state, still pending, for the pod's (the chaos run's doubled exclusion).
+func TestNoTimeoutFromAStateWhoseNewerObjectFailedToWrite(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
+	stuck := startedPod("u1", 0)
+	stuck.Conditions = stuck.Conditions[:1]
+	require.NoError(t, p.Handle(stuck))
+	live := liveSet{"u1": {}}
+	p.Synced(live.get, func() bool { return true })
+
+	// Deleted 30 s after scheduling, 70 s before now: the write fails.
+	deleting := *stuck
+	at := metav1.NewTime(time.Unix(1700000030, 0))
+	deleting.DeletionTimestamp = &at
+	fail = 1
+	p.Pod(&deleting)
+	require.Len(t, p.failed, 1)
+	p.CheckTimeouts()
+	assert.Zero(t, timeoutsIn(st), "judged from the state the deletion did not reach")
+
+	p.RetryFailed()
+	require.Empty(t, p.failed)
+	p.CheckTimeouts()
+	delete(live, "u1")
+	p.Deleted("u1", "ns/web-u1", &deleting)
+	p.CheckTimeouts()
+	assert.Zero(t, timeoutsIn(st))
+}
+
+// A record whose pod no longer exists, which the sweep failed to forget (a
+// deletion that failed to write before a restart): no timeout is concluded
+// for it, and the next sweeps forget it.
+func TestNoTimeoutForARecordWithoutAPod(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
+	require.NoError(t, st.Apply(store.Change{UID: "gone", State: lifecycle.State{Scheduled: 1700000000},
+		Meta: &store.PodMeta{Namespace: "ns", Name: "gone", RuntimeClass: "none", StorageClass: "none"}}))
+	fail = 1
+	p.Synced(liveSet{}.get, func() bool { return true })
+	_, ok := st.Get("gone")
+	require.True(t, ok, "the failed sweep keeps the record")
+	p.CheckTimeouts()
+	assert.Zero(t, timeoutsIn(st))
+	p.Sweep()
+	_, ok = st.Get("gone")
+	assert.False(t, ok)
+	assert.Zero(t, timeoutsIn(st))
+	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
 }
