@@ -363,12 +363,12 @@ func TestNoTimeoutWhileTheWatchIsDown(t *testing.T) {
 	kubelet(t, c, pod, condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, scheduled.Add(2*time.Second)))
 	// The timeout passes while the watch is down, and the checks, every
 	// 100ms, say they hold it.
-	logs.wait(t, "Holding sandbox creation timeouts")
+	again := logs.waitHolding(t)
 	time.Sleep(time.Until(scheduled.Add(timeout + 2*time.Second)))
-	assert.Empty(t, logs.matching("Pod and event watches current again"), "the watch counted as current while cut off")
+	assert.Len(t, logs.matching(currentAgain), again, "the watch counted as current while cut off")
 	proxy.restore()
 
-	logs.wait(t, "Pod and event watches current again")
+	logs.waitCurrentAgain(t, again)
 	const creation = "podslo_sandbox_creation_duration_seconds"
 	eventuallyMetrics(t, metrics, "# HELP "+creation+" Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE "+creation+" histogram\n"+
 		histogramText(creation, `runtime_class="none",storage_class="none"`, 2), creation)
@@ -448,9 +448,9 @@ func TestTimeoutsWaitForTheEventWatch(t *testing.T) {
 	now := time.Now().Truncate(time.Second)
 	kubelet(t, c, other, condAt(corev1.PodScheduled, corev1.ConditionTrue, now), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, now.Add(time.Second)))
 	eventuallyValue(t, metrics, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "other"}, 1)
+	again := logs.waitHolding(t)
 	time.Sleep(time.Until(scheduled.Add(timeout + 2*time.Second)))
-	logs.wait(t, "Holding sandbox creation timeouts")
-	assert.Empty(t, logs.matching("Pod and event watches current again"), "current while the event watch was refused")
+	assert.Len(t, logs.matching(currentAgain), again, "current while the event watch was refused")
 	const pending = `# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
 # TYPE podslo_sandbox_creation_pending_pods gauge
 `
@@ -464,5 +464,34 @@ func TestTimeoutsWaitForTheEventWatch(t *testing.T) {
 # TYPE podslo_sandbox_creations_excluded_total counter
 podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="none",storage_class="none"} 1
 `, "podslo_sandbox_creation_timeouts_total", "podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
-	logs.wait(t, "Pod and event watches current again")
+	logs.waitCurrentAgain(t, again)
+}
+
+// The pipeline logs each change of its timeout check: holding, and
+// current again. A start-up hold may come first, on a slow machine, so the
+// tests compare counts rather than look for the first line.
+const (
+	holdingChecks = "Holding sandbox creation timeouts"
+	currentAgain  = "Pod and event watches current again"
+)
+
+// waitHolding waits until the check's last word is that it holds, and
+// returns how many times it had said it was current again by then.
+func (l *logLines) waitHolding(t *testing.T) int {
+	t.Helper()
+	var again int
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		again = len(l.matching(currentAgain))
+		assert.Greater(c, len(l.matching(holdingChecks)), again)
+	}, 60*time.Second, 10*time.Millisecond, "the timeout check never held")
+	return again
+}
+
+// waitCurrentAgain waits until the check says it is current again, more
+// than the again times it had.
+func (l *logLines) waitCurrentAgain(t *testing.T, again int) {
+	t.Helper()
+	require.EventuallyWithT(t, func(c *assert.CollectT) {
+		assert.Greater(c, len(l.matching(currentAgain)), again)
+	}, 3*time.Minute, 10*time.Millisecond, "the timeout check never said it was current again")
 }
