@@ -79,33 +79,11 @@ func (w *Watcher) eventController(namespace, selector string) *eventWatch {
 	watchFunc := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		return w.client.CoreV1().Events(namespace).Watch(ctx, narrow(o))
 	}
-	ew.ctrl = cache.New(&cache.Config{
-		Queue: &markingQueue{DeltaFIFO: fifo, c: ew.current},
-		ListerWatcher: cache.ToListWatcherWithWatchListSemantics(ew.current.track(&cache.ListWatch{
-			ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
-			WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchFunc(context.Background(), o) },
-			ListWithContextFunc:  list,
-			WatchFuncWithContext: watchFunc,
-		}), w.client),
-		ObjectType:        &corev1.Event{},
-		ObjectDescription: "events",
-		Process: func(obj any, _ bool) error {
-			for _, d := range obj.(cache.Deltas) {
-				w.processEventDelta(ew, d)
-			}
-			return nil
-		},
-	})
+	ew.ctrl = trackedController(fifo, ew.current, trackedListWatch(ew.current, w.client, list, watchFunc), &corev1.Event{}, "events", func(d cache.Delta) { w.processEventDelta(ew, d) })
 	return ew
 }
 
 func (w *Watcher) processEventDelta(ew *eventWatch, d cache.Delta) {
-	if n, ok := listMarker(d.Object); ok {
-		if d.Type != cache.Deleted {
-			ew.current.listHandled(n)
-		}
-		return
-	}
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(d.Object)
 	if err != nil {
 		w.log.Error("Ignoring an event without a key", "type", fmt.Sprintf("%T", d.Object), "err", err)

@@ -147,6 +147,15 @@ func podListWatch(client kubernetes.Interface, namespace, selector string, owns 
 			}
 		}), nil
 	}
+	return trackedListWatch(c, client, list, watchFunc)
+}
+
+// trackedListWatch is list and watch as a ListerWatcher whose lists and
+// watches c follows, with client-go's choice of streaming lists where the
+// client supports them.
+func trackedListWatch(c *currency, client kubernetes.Interface,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
 	return cache.ToListWatcherWithWatchListSemantics(c.track(&cache.ListWatch{
 		ListFunc:             func(o metav1.ListOptions) (runtime.Object, error) { return list(context.Background(), o) },
 		WatchFunc:            func(o metav1.ListOptions) (watch.Interface, error) { return watchFunc(context.Background(), o) },
@@ -181,31 +190,38 @@ func (w *Watcher) podController(namespace string) *podWatch {
 	if w.opts.Scope.Sharded() {
 		owns = w.opts.Scope.OwnsUID
 	}
-	pw.ctrl = cache.New(&cache.Config{
-		Queue:             &markingQueue{DeltaFIFO: fifo, c: pw.current},
-		ListerWatcher:     podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current),
-		ObjectType:        &corev1.Pod{},
-		ObjectDescription: "pods",
-		// No resync: there is no cached pod to resync from. The handler
-		// retries what it could not record.
+	pw.ctrl = trackedController(fifo, pw.current, podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current),
+		&corev1.Pod{}, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
+	return pw
+}
+
+// trackedController is a bare controller over fifo whose lists queue a
+// marker for cur, so that cur knows when the newest list was handled;
+// process gets every other delta. No resync: there is no cached object to
+// resync from, and the handlers retry what they could not record.
+func trackedController(fifo *cache.DeltaFIFO, cur *currency, lw cache.ListerWatcher, obj runtime.Object, what string, process func(cache.Delta)) cache.Controller {
+	return cache.New(&cache.Config{
+		Queue:             &markingQueue{DeltaFIFO: fifo, c: cur},
+		ListerWatcher:     lw,
+		ObjectType:        obj,
+		ObjectDescription: what,
 		Process: func(obj any, _ bool) error {
 			for _, d := range obj.(cache.Deltas) {
-				w.processPodDelta(pw, d)
+				if n, ok := listMarker(d.Object); ok {
+					if d.Type != cache.Deleted {
+						cur.listHandled(n)
+					}
+					continue
+				}
+				process(d)
 			}
 			return nil
 		},
 	})
-	return pw
 }
 
 func (w *Watcher) processPodDelta(pw *podWatch, d cache.Delta) {
 	keys := pw.keys
-	if n, ok := listMarker(d.Object); ok {
-		if d.Type != cache.Deleted {
-			pw.current.listHandled(n)
-		}
-		return
-	}
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(d.Object)
 	if err != nil {
 		w.log.Error("Ignoring a pod without a key", "type", fmt.Sprintf("%T", d.Object), "err", err)

@@ -422,15 +422,7 @@ func TestTimeoutsWaitForACurrentWatch(t *testing.T) {
 	current := false
 	live := liveSet{"u1": {}}
 	p.Synced(live.get, func() bool { return current })
-	timeouts := func() float64 {
-		var v float64
-		st.Aggregates(func(family string, _ []string, a *store.Aggregate) {
-			if family == "sandbox_creation_timeouts" {
-				v += a.Value
-			}
-		})
-		return v
-	}
+	timeouts := func() float64 { return timeoutsIn(st) }
 
 	p.CheckTimeouts()
 	assert.Zero(t, timeouts(), "a timeout counted while the watch was not current")
