@@ -56,6 +56,13 @@ func startedPod(uid types.UID, ready int64) *lifecycle.Pod {
 	return startedPodNamed("web-"+string(uid), uid, ready)
 }
 
+// stuckPod is pod uid scheduled at 1700000000 and still without a sandbox.
+func stuckPod(uid types.UID) *lifecycle.Pod {
+	p := startedPod(uid, 0)
+	p.Conditions = p.Conditions[:1]
+	return p
+}
+
 // liveSet is the watch's view of which pods exist, for Synced.
 type liveSet map[types.UID]struct{}
 
@@ -416,8 +423,7 @@ func TestTimeoutsWaitForACurrentWatch(t *testing.T) {
 	// Scheduled at 1700000000 with no sandbox; now is 100s later, past a
 	// 60s timeout.
 	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
-	stuck := startedPod("u1", 0)
-	stuck.Conditions = stuck.Conditions[:1]
+	stuck := stuckPod("u1")
 	require.NoError(t, p.Handle(stuck))
 	current := false
 	live := liveSet{"u1": {}}
@@ -436,8 +442,7 @@ func TestTimeoutsWaitForACurrentWatch(t *testing.T) {
 	assert.Equal(t, 30.0, sum)
 
 	// A pod still stuck when the watch is current again times out then.
-	stuck2 := startedPod("u2", 0)
-	stuck2.Conditions = stuck2.Conditions[:1]
+	stuck2 := stuckPod("u2")
 	live["u2"] = struct{}{}
 	require.NoError(t, p.Handle(stuck2))
 	current = false
@@ -519,8 +524,7 @@ func TestTimeoutsAreLoggedOnceRecorded(t *testing.T) {
 	var logs strings.Builder
 	p.log = slog.New(slog.NewTextHandler(&logs, nil))
 	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
-	stuck := startedPod("u1", 0)
-	stuck.Conditions = stuck.Conditions[:1]
+	stuck := stuckPod("u1")
 	require.NoError(t, p.Handle(stuck))
 	p.Synced(liveSet{"u1": {}}.get, func() bool { return true })
 
@@ -549,8 +553,7 @@ func TestNoTimeoutFromAStateWhoseNewerObjectFailedToWrite(t *testing.T) {
 	fail := 0
 	p, st := pipelineOnMemory(t, &fail)
 	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
-	stuck := startedPod("u1", 0)
-	stuck.Conditions = stuck.Conditions[:1]
+	stuck := stuckPod("u1")
 	require.NoError(t, p.Handle(stuck))
 	live := liveSet{"u1": {}}
 	p.Synced(live.get, func() bool { return true })
