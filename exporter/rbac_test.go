@@ -24,6 +24,20 @@ import (
 // TestShippedRBACIsReadOnlyAndSufficient runs the exporter as the service
 // account of deploy/exporter/rbac.yaml on a real API server: it must sync
 // and observe, and the API server must refuse it every write.
+// tokenKubeconfig writes a kubeconfig for cfg's server and bearer token (a
+// ServiceAccount's), for an exporter to run as that identity.
+func tokenKubeconfig(t *testing.T, cfg *rest.Config) string {
+	t.Helper()
+	c := clientcmdapi.NewConfig()
+	c.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	c.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: cfg.BearerToken}
+	c.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
+	c.CurrentContext = "sa"
+	path := filepath.Join(t.TempDir(), "sa-kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*c, path))
+	return path
+}
+
 func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 	env := testenv.Start(t)
 	ctx := context.Background()
@@ -51,13 +65,7 @@ func TestShippedRBACIsReadOnlyAndSufficient(t *testing.T) {
 	tok, err := admin.CoreV1().ServiceAccounts("podslo").CreateToken(ctx, "podslo-exporter", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	saConfig := &rest.Config{Host: env.Config.Host, BearerToken: tok.Status.Token, TLSClientConfig: rest.TLSClientConfig{CAData: env.Config.CAData}}
-	kubeconfig := filepath.Join(t.TempDir(), "sa-kubeconfig")
-	c := clientcmdapi.NewConfig()
-	c.Clusters["envtest"] = &clientcmdapi.Cluster{Server: saConfig.Host, CertificateAuthorityData: saConfig.CAData}
-	c.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: saConfig.BearerToken}
-	c.Contexts["sa"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "sa"}
-	c.CurrentContext = "sa"
-	require.NoError(t, clientcmd.WriteToFile(*c, kubeconfig))
+	kubeconfig := tokenKubeconfig(t, saConfig)
 
 	url := startExporter(t, Options{Kubeconfig: kubeconfig, StateDir: t.TempDir()})
 	testenv.CreateNamespace(t, admin, "apps", nil)

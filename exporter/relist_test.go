@@ -22,7 +22,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/podslo/podslo/internal/testenv"
 )
@@ -414,13 +413,7 @@ func TestTimeoutsWaitForTheEventWatch(t *testing.T) {
 	bind("exporter-reads")
 	bind("exporter-events")
 	sa := env.ServiceAccountConfig(t, ns, "exporter", nil)
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["env"] = &clientcmdapi.Cluster{Server: sa.Host, CertificateAuthorityData: sa.CAData}
-	kc.AuthInfos["sa"] = &clientcmdapi.AuthInfo{Token: sa.BearerToken}
-	kc.Contexts["sa"] = &clientcmdapi.Context{Cluster: "env", AuthInfo: "sa"}
-	kc.CurrentContext = "sa"
-	kubeconfig := filepath.Join(t.TempDir(), "sa-kubeconfig")
-	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
+	kubeconfig := tokenKubeconfig(t, sa)
 
 	apiserver, err := url.Parse(env.Config.Host)
 	require.NoError(t, err)
