@@ -181,18 +181,24 @@ func newPodWatch(namespace string) *podWatch {
 // for metav1.NamespaceAll) through handlePod and deletePod.
 func (w *Watcher) podController(namespace string) *podWatch {
 	pw := newPodWatch(namespace)
+	var owns func(types.UID) bool
+	if w.opts.Scope.Sharded() {
+		owns = w.opts.Scope.OwnsUID
+	}
+	w.controlPods(pw, podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current))
+	return pw
+}
+
+// controlPods makes pw's controller over lw: the whole pod path after the
+// API server's bytes, which the watch-path benchmark drives from a
+// recorded stream.
+func (w *Watcher) controlPods(pw *podWatch, lw cache.ListerWatcher) {
 	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{
 		KnownObjects:          pw.keys,
 		EmitDeltaTypeReplaced: true,
 		Transformer:           w.trim.transform,
 	})
-	var owns func(types.UID) bool
-	if w.opts.Scope.Sharded() {
-		owns = w.opts.Scope.OwnsUID
-	}
-	pw.ctrl = trackedController(fifo, pw.current, podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current),
-		&corev1.Pod{}, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
-	return pw
+	pw.ctrl = trackedController(fifo, pw.current, lw, &corev1.Pod{}, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
 }
 
 // trackedController is a bare controller over fifo whose lists queue a
