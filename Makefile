@@ -188,15 +188,17 @@ bench:
 
 ## bench-scale: the scale benchmark of docs/benchmarks.md ("Scale on kwok"):
 ## podslo with and without per-pod series next to kube-state-metrics, on one
-## kwok cluster grown to 10k, 50k and 100k pods (hack/scale). Not part of CI
-## nor of `make test`; about 40 minutes on 2 cores. Writes
+## kwok cluster grown to 10k, 50k and 100k pods (hack/scale), their RSS idle
+## at 0 pods and, at each size, each of them SIGKILLed and restarted
+## (--restart): time to a complete /metrics, RSS once quiet. Not part of CI
+## nor of `make test`; about 45 minutes on 2 cores. Writes
 ## hack/scale/results/ and docs/img/scale-*.png. SCALE_FLAGS passes flags,
 ## e.g. SCALE_FLAGS=--sizes=1000,5000 for a quick run.
 KSM_VERSION ?= v2.20.0
 KSMBIN ?= $(CACHE_HOME)/podslo/ksm-$(KSM_VERSION)/kube-state-metrics
 .PHONY: bench-scale
 bench-scale: build testbin kwokbin $(KSMBIN)
-	cd hack/scale && $(GO) run . --ksm $(KSMBIN) $(SCALE_FLAGS)
+	cd hack/scale && $(GO) run . --ksm $(KSMBIN) --restart $(SCALE_FLAGS)
 	cd hack/scale && $(GO) run ./plot --in results/results.json --out ../../docs/img
 
 ## bench-memlimit: issue 12's "memory under a limit" (docs/benchmarks.md):

@@ -207,7 +207,9 @@ func startExporters(o *Options, kubeconfig string, log *slog.Logger) ([]*process
 }
 
 // waitReady polls podslo's /readyz (informers synced) or
-// kube-state-metrics' /healthz.
+// kube-state-metrics' /healthz, which answers once it listens: it has no
+// readiness on its stores (its /readyz, on the telemetry port, only checks
+// its own registry), and only its /metrics shows when it has caught up.
 func (p *process) waitReady(ctx context.Context) error {
 	path := "/readyz"
 	if p.Name == ksm {

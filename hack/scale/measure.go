@@ -89,8 +89,20 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		}
 	}
 	b := &bench{o: o, w: w, procs: procs, log: log}
+	// Each exporter's memory with no pod to watch, once done starting.
+	if _, err := b.quiet(ctx, procs); err != nil {
+		return fmt.Errorf("at 0 pods: %w", err)
+	}
+	for _, p := range procs {
+		rss, hwm, err := p.memory()
+		if err != nil {
+			return fmt.Errorf("%s at 0 pods: %w", p.Name, err)
+		}
+		res.Idle = append(res.Idle, IdleResult{Name: p.Name, RSSBytes: rss, PeakRSSBytes: hwm})
+		log.Info("Idle", "exporter", p.Name, "rss", rss, "peakRSS", hwm)
+	}
 	for _, size := range o.Sizes {
-		sr, err := b.measure(ctx, size, size == o.Sizes[len(o.Sizes)-1])
+		sr, err := b.measure(ctx, size)
 		// An exporter that died is the likely cause of an error, and must
 		// not go on to the next size.
 		for _, p := range procs {
@@ -135,7 +147,7 @@ func (b *bench) proc(name string) *process {
 	return nil
 }
 
-func (b *bench) measure(ctx context.Context, size int, last bool) (*SizeResult, error) {
+func (b *bench) measure(ctx context.Context, size int) (*SizeResult, error) {
 	nodes := (size + b.o.PodsPerNode - 1) / b.o.PodsPerNode
 	sr := &SizeResult{Pods: size, Nodes: nodes, LoadAvgStart: loadAvg()}
 	log := b.log.With("pods", size)
@@ -196,7 +208,7 @@ func (b *bench) measure(ctx context.Context, size int, last bool) (*SizeResult, 
 	// What each exporter shows once settled: podslo must have observed
 	// every Ready pod, kube-state-metrics must show each as Ready.
 	for _, p := range b.procs {
-		e, err := b.exposition(ctx, p, ready)
+		e, err := b.exposition(ctx, p, ready, 2*time.Second)
 		if err != nil {
 			return sr, err
 		}
@@ -255,11 +267,14 @@ func (b *bench) measure(ctx context.Context, size int, last bool) (*SizeResult, 
 		sr.Delays = append(sr.Delays, d)
 		log.Info("Status change to metric", "method", m.Observable, "p50", d.P50, "p99", d.P99, "missed", d.Missed)
 	}
-	if last && b.o.Restart {
-		for _, name := range []string{podsloOn, podsloOff} {
-			rs, err := b.restart(ctx, b.proc(name), log)
+	if b.o.Restart {
+		// Last, so that nothing else at this size is measured on a
+		// restarted process. The next sizes measure the restarted ones:
+		// their peak RSS and cgroup figures are since the restart.
+		for _, p := range b.procs {
+			rs, err := b.restart(ctx, p, log)
 			if err != nil {
-				return sr, fmt.Errorf("restart %s: %w", name, err)
+				return sr, fmt.Errorf("restart %s: %w", p.Name, err)
 			}
 			sr.Restarts = append(sr.Restarts, rs)
 		}
@@ -269,10 +284,10 @@ func (b *bench) measure(ctx context.Context, size int, last bool) (*SizeResult, 
 }
 
 // restart SIGKILLs p, as a node failure or the OOM killer would, and starts
-// it again on the same state dir (in a new memory cgroup, as a restarted
-// container gets one), then times it until /readyz and until /metrics
-// shows every Ready pod, and reads its memory then and once quiet. The
-// other exporters keep running.
+// it again, podslo on the same state dir (in a new memory cgroup, as a
+// restarted container gets one), then times it until ready (waitReady) and
+// until /metrics shows every Ready pod, and reads its memory then and once
+// quiet. The other exporters keep running.
 func (b *bench) restart(ctx context.Context, p *process, log *slog.Logger) (RestartResult, error) {
 	r := RestartResult{Name: p.Name}
 	p.kill()
@@ -295,7 +310,9 @@ func (b *bench) restart(ctx context.Context, p *process, log *slog.Logger) (Rest
 		return r, err
 	}
 	r.ReadySeconds = time.Since(t0).Seconds()
-	if _, err := b.exposition(ctx, p, b.w.pods+b.probesStarted); err != nil {
+	// Scraped back-to-back: a restart should complete in seconds, and a
+	// kube-state-metrics scrape alone takes seconds at 100k pods.
+	if _, err := b.exposition(ctx, p, b.w.pods+b.probesStarted, 100*time.Millisecond); err != nil {
 		return r, err
 	}
 	r.CompleteSeconds = time.Since(t0).Seconds()
@@ -361,8 +378,9 @@ func (b *bench) settle(ctx context.Context, log *slog.Logger) error {
 }
 
 // exposition scrapes p once, untimed, and checks that it shows ready Ready
-// pods, retrying for a while: kube-state-metrics may still be behind.
-func (b *bench) exposition(ctx context.Context, p *process, ready int) (exposition, error) {
+// pods, retrying for a while, pause after each short scrape: kube-state-
+// metrics may still be behind, and a restarted exporter still starting.
+func (b *bench) exposition(ctx context.Context, p *process, ready int, pause time.Duration) (exposition, error) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		e, err := count(ctx, p.URL)
@@ -382,7 +400,7 @@ func (b *bench) exposition(ctx context.Context, p *process, ready int) (expositi
 		select {
 		case <-ctx.Done():
 			return e, ctx.Err()
-		case <-time.After(2 * time.Second):
+		case <-time.After(pause):
 		}
 	}
 }

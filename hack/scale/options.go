@@ -62,9 +62,10 @@ type Options struct {
 	// cgroup and the inherited environment.
 	PodsloMemoryLimit string
 	memoryLimit       *memoryLimit
-	// Restart, at the largest size, SIGKILLs each podslo and starts it
-	// again on the same state, and measures it until its /metrics is
-	// complete and it is quiet. Default false.
+	// Restart, at each size, SIGKILLs each exporter in turn (kube-state-
+	// metrics too) and starts it again, podslo on the same state, then
+	// measures it until its /metrics is complete and it is quiet. Default
+	// false.
 	Restart bool
 	// Out is the JSON results file; Markdown the table. Defaults
 	// "results/results.json" and "results/results.md", and with a Layout
@@ -98,7 +99,7 @@ func parseOptions(args []string) (*Options, error) {
 	fs.IntVar(&o.Updates, "updates", 10000, "pods patched to measure CPU per update")
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 30*time.Minute, "wait at most this long for pods and exporters to settle at each size")
 	fs.StringVar(&o.PodsloMemoryLimit, "podslo-memory-limit", "", "run each podslo in a memory cgroup with this limit (a quantity such as 512Mi) and GOMEMLIMIT at 90% of it, as the chart does (default: no limit)")
-	fs.BoolVar(&o.Restart, "restart", false, "at the largest size, SIGKILL each podslo and restart it on the same state")
+	fs.BoolVar(&o.Restart, "restart", false, "at each size, SIGKILL each exporter (kube-state-metrics too) and restart it, podslo on the same state")
 	fs.StringVar(&o.Out, "out", "", "JSON results (default results/results.json, with --layout results/layout-<layout>.json)")
 	fs.StringVar(&o.Markdown, "markdown", "", "markdown table of the results (default as --out, .md)")
 	fs.StringVar(&o.Layout, "layout", "", `measure a scale-out mode against one exporter at the largest size: "shards" or "per-node" (one exporter per node)`)

@@ -22,7 +22,16 @@ type Results struct {
 	Machine  Machine      `json:"machine"`
 	Versions Versions     `json:"versions"`
 	Options  *Options     `json:"options"`
+	Idle     []IdleResult `json:"idle,omitempty"`
 	Sizes    []SizeResult `json:"sizes"`
+}
+
+// IdleResult is one exporter started and quiet, before the first pod: its
+// cost on an empty cluster, the base the sizes grow from.
+type IdleResult struct {
+	Name         string `json:"name"`
+	RSSBytes     int64  `json:"rssBytes"`     // VmRSS once quiet
+	PeakRSSBytes int64  `json:"peakRSSBytes"` // VmHWM then: the start's peak
 }
 
 type Machine struct {
@@ -53,7 +62,8 @@ type SizeResult struct {
 	} `json:"growth"`
 	Exporters []*ExporterResult `json:"exporters"`
 	Delays    []DelayResult     `json:"delays"`
-	// Restarts, with --restart, at the largest size only.
+	// Restarts, with --restart: each exporter in turn, after the other
+	// measurements of the size.
 	Restarts []RestartResult `json:"restarts,omitempty"`
 }
 
@@ -98,12 +108,16 @@ type MemcgResult struct {
 	WorkingSetSamples           int   `json:"workingSetSamples"`
 }
 
-// RestartResult is one podslo SIGKILLed and started again on the same
-// state, measured from the restart.
+// RestartResult is one exporter SIGKILLed and started again, podslo on the
+// same state (kube-state-metrics has none: it lists every pod again),
+// measured from the restart.
 type RestartResult struct {
 	Name string `json:"name"`
-	// From the start to /readyz (informers synced), and to a /metrics
-	// that shows every Ready pod.
+	// From the start to ready: podslo's /readyz (informers synced), or
+	// kube-state-metrics' /healthz, which answers as soon as it listens and
+	// says nothing of its stores. Then to the end of the first scrape of a
+	// /metrics that shows every Ready pod, scraped back-to-back: what a
+	// Prometheus scraping then would have.
 	ReadySeconds    float64 `json:"readySeconds"`
 	CompleteSeconds float64 `json:"completeSeconds"`
 	// VmRSS once /metrics is complete and again once quiet; VmHWM then.
@@ -226,9 +240,10 @@ func (r *Results) write(jsonPath, mdPath string) error {
 	return os.WriteFile(mdPath, r.markdown(), 0o644)
 }
 
-// markdown renders one table per size, then the targets at the largest.
-// Without kube-state-metrics (--ksm "") its column and the ratios are left
-// out; the memory cgroup's rows and the restarts appear when measured.
+// markdown renders the idle RSS and one table per size, then the targets
+// at the largest. Without kube-state-metrics (--ksm "") its column and the
+// ratios are left out; the memory cgroup's rows and the restarts appear
+// when measured.
 func (r *Results) markdown() []byte {
 	var b bytes.Buffer
 	ksmVersion := "kube-state-metrics " + r.Versions.KubeStateMetrics
@@ -238,6 +253,13 @@ func (r *Results) markdown() []byte {
 	fmt.Fprintf(&b, "Measured %s, %d CPUs (%s), %.0f GiB, Linux %s, %s; podslo %s, %s, Kubernetes %s, kwok %s.\n",
 		r.Started.Format("2006-01-02"), r.Machine.CPUs, r.Machine.CPUModel, float64(r.Machine.MemBytes)/(1<<30), r.Machine.Kernel, r.Machine.Go,
 		r.Versions.Podslo, ksmVersion, r.Versions.Kubernetes, r.Versions.Kwok)
+	mb := func(v int64) float64 { return float64(v) / 1e6 }
+	if len(r.Idle) > 0 {
+		b.WriteString("\n### Idle, 0 pods: RSS (MB)\n\nEach exporter started and quiet, before the first pod.\n\n| | RSS | peak RSS since start |\n|---|---|---|\n")
+		for _, i := range r.Idle {
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f |\n", i.Name, mb(i.RSSBytes), mb(i.PeakRSSBytes))
+		}
+	}
 	withKSM := r.Options == nil || r.Options.KSM != ""
 	for _, s := range r.Sizes {
 		on, off, k := s.exporter(podsloOn), s.exporter(podsloOff), s.exporter(ksm)
@@ -271,7 +293,6 @@ func (r *Results) markdown() []byte {
 			d := f(k)
 			line(what, fmt.Sprintf(format, a), fmt.Sprintf(format, c), fmt.Sprintf(format, d), ratio(a, d), ratio(c, d))
 		}
-		mb := func(v int64) float64 { return float64(v) / 1e6 }
 		row("RSS settled (MB)", func(e *ExporterResult) float64 { return mb(e.RSSSettledBytes) }, "%.0f")
 		row("RSS after the timed scrapes (MB)", func(e *ExporterResult) float64 { return mb(e.RSSAfterScrapesBytes) }, "%.0f")
 		row("peak RSS since start (MB)", func(e *ExporterResult) float64 { return mb(e.PeakRSSBytes) }, "%.0f")
@@ -308,15 +329,38 @@ func (r *Results) markdown() []byte {
 			fmt.Fprintf(&b, "| %s | %s | %.3f | %.3f | %d | %.3f |\n", d.Exporter, d.Observable, d.P50, d.P99, d.Missed, d.MeanPollSeconds)
 		}
 		if len(s.Restarts) > 0 {
-			b.WriteString("\n| restart (SIGKILL, same state) | to /readyz (s) | to a complete /metrics (s) | RSS complete / quiet (MB) | peak RSS (MB) | working set complete / quiet / peak (MB) | cgroup peak usage (MB) | OOM kills |\n|---|---|---|---|---|---|---|---|\n")
+			ready := "/readyz"
+			if withKSM {
+				ready += ", KSM /healthz"
+			}
+			fmt.Fprintf(&b, "\n| restart (SIGKILL; podslo on the same state) | to %s (s) | to a complete /metrics (s) | RSS complete / quiet (MB) | quiet RSS / settled RSS | peak RSS (MB) |", ready)
+			sep := "|---|---|---|---|---|---|"
+			// The memory cgroup's columns as its rows above: with
+			// --podslo-memory-limit only.
+			memcg := on.Memcg != nil
+			if memcg {
+				b.WriteString(" working set complete / quiet / peak (MB) | cgroup peak usage (MB) | OOM kills |")
+				sep += "---|---|---|"
+			}
+			b.WriteString("\n" + sep + "\n")
 			for _, rs := range s.Restarts {
-				ws, peak, kills := "", "", ""
-				if m := rs.Memcg; m != nil {
-					ws = fmt.Sprintf("%.0f / %.0f / %.0f", mb(m.WorkingSetSettledBytes), mb(m.WorkingSetAfterScrapesBytes), mb(m.PeakWorkingSetBytes))
-					peak, kills = fmt.Sprintf("%.0f", mb(m.PeakUsageBytes)), fmt.Sprint(m.OOMKills)
+				// Quiet after the restart against settled before it, at
+				// the same size: what the restart leaves behind.
+				var settled float64
+				if e := s.exporter(rs.Name); e != nil {
+					settled = mb(e.RSSSettledBytes)
 				}
-				fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.0f / %.0f | %.0f | %s | %s | %s |\n", rs.Name, rs.ReadySeconds, rs.CompleteSeconds,
-					mb(rs.RSSCompleteBytes), mb(rs.RSSQuietBytes), mb(rs.PeakRSSBytes), ws, peak, kills)
+				fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.0f / %.0f | %s | %.0f |", rs.Name, rs.ReadySeconds, rs.CompleteSeconds,
+					mb(rs.RSSCompleteBytes), mb(rs.RSSQuietBytes), ratio(mb(rs.RSSQuietBytes), settled), mb(rs.PeakRSSBytes))
+				if memcg {
+					ws, peak, kills := "", "", ""
+					if m := rs.Memcg; m != nil {
+						ws = fmt.Sprintf("%.0f / %.0f / %.0f", mb(m.WorkingSetSettledBytes), mb(m.WorkingSetAfterScrapesBytes), mb(m.PeakWorkingSetBytes))
+						peak, kills = fmt.Sprintf("%.0f", mb(m.PeakUsageBytes)), fmt.Sprint(m.OOMKills)
+					}
+					fmt.Fprintf(&b, " %s | %s | %s |", ws, peak, kills)
+				}
+				b.WriteString("\n")
 			}
 		}
 	}

@@ -1,6 +1,9 @@
-// Command plot renders the scale benchmark's results (hack/scale) as two
-// PNGs: resident memory and the median /metrics scrape time against the
-// number of pods, one line per exporter.
+// Command plot renders the scale benchmark's results (hack/scale) as PNGs
+// against the number of pods, one line per exporter: resident memory
+// (scale-rss.png), the median /metrics scrape time (scale-scrape.png), the
+// net CPU time per 1,000 pod updates (scale-cpu.png) and, for the sizes
+// measured with --restart, the time from a restart to a complete /metrics
+// (scale-restart.png).
 //
 //	go run ./plot --in results/results.json --out ../../docs/img
 package main
@@ -28,7 +31,15 @@ type results struct {
 			Name                 string   `json:"name"`
 			RSSAfterScrapesBytes int64    `json:"rssAfterScrapesBytes"`
 			ScrapeP50            *float64 `json:"scrapeP50"`
+			CPU                  struct {
+				Updates     int     `json:"updates"`
+				PerThousand float64 `json:"perThousand"`
+			} `json:"cpu"`
 		} `json:"exporters"`
+		Restarts []struct {
+			Name            string  `json:"name"`
+			CompleteSeconds float64 `json:"completeSeconds"`
+		} `json:"restarts"`
 	} `json:"sizes"`
 }
 
@@ -57,20 +68,33 @@ func run(in, out string) error {
 	// One line per exporter, in the order of the results; an x tick at
 	// every measured size.
 	var names []string
-	var ticks []plot.Tick
+	var ticks, restartTicks []plot.Tick
 	rss := map[string]plotter.XYs{}
 	scrape := map[string]plotter.XYs{}
+	cpu := map[string]plotter.XYs{}
+	restart := map[string]plotter.XYs{}
 	for _, s := range r.Sizes {
-		ticks = append(ticks, plot.Tick{Value: float64(s.Pods) / 1000, Label: fmt.Sprintf("%gk", float64(s.Pods)/1000)})
+		x := float64(s.Pods) / 1000
+		tick := plot.Tick{Value: x, Label: fmt.Sprintf("%gk", x)}
+		ticks = append(ticks, tick)
 		for _, e := range s.Exporters {
 			if _, ok := rss[e.Name]; !ok {
 				names = append(names, e.Name)
 			}
-			x := float64(s.Pods) / 1000
 			rss[e.Name] = append(rss[e.Name], plotter.XY{X: x, Y: float64(e.RSSAfterScrapesBytes) / 1e6})
 			if e.ScrapeP50 != nil && !math.IsNaN(*e.ScrapeP50) {
 				scrape[e.Name] = append(scrape[e.Name], plotter.XY{X: x, Y: *e.ScrapeP50})
 			}
+			// No updates: the run ended before the burst.
+			if e.CPU.Updates > 0 {
+				cpu[e.Name] = append(cpu[e.Name], plotter.XY{X: x, Y: e.CPU.PerThousand})
+			}
+		}
+		if len(s.Restarts) > 0 {
+			restartTicks = append(restartTicks, tick)
+		}
+		for _, rs := range s.Restarts {
+			restart[rs.Name] = append(restart[rs.Name], plotter.XY{X: x, Y: rs.CompleteSeconds})
 		}
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
@@ -101,7 +125,43 @@ func run(in, out string) error {
 	if err := lines(p, names, scrape); err != nil {
 		return err
 	}
-	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-scrape.png"))
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-scrape.png")); err != nil {
+		return err
+	}
+
+	p = plot.New()
+	p.Title.Text = "CPU per 1,000 pod updates, net of idle"
+	p.X.Label.Text = "pods"
+	p.X.Min = 0
+	p.X.Tick.Marker = plot.ConstantTicks(ticks)
+	p.Y.Label.Text = "CPU seconds"
+	p.Y.Min = 0
+	if err := lines(p, names, cpu); err != nil {
+		return err
+	}
+	// kube-state-metrics' line starts at the top left; the CPU per update
+	// changes little with the pods, which leaves the bottom to the legend.
+	p.Legend.Top = false
+	if err := p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-cpu.png")); err != nil {
+		return err
+	}
+
+	if len(restartTicks) == 0 {
+		// Measured without --restart: no plot, rather than an empty one.
+		fmt.Fprintln(os.Stderr, "plot: no restarts measured, scale-restart.png not written")
+		return nil
+	}
+	p = plot.New()
+	p.Title.Text = "Restart (SIGKILL) to a complete /metrics"
+	p.X.Label.Text = "pods"
+	p.X.Min = 0
+	p.X.Tick.Marker = plot.ConstantTicks(restartTicks)
+	p.Y.Label.Text = "seconds"
+	p.Y.Min = 0
+	if err := lines(p, names, restart); err != nil {
+		return err
+	}
+	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-restart.png"))
 }
 
 func lines(p *plot.Plot, names []string, xys map[string]plotter.XYs) error {
