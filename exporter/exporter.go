@@ -180,6 +180,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 		PodLabelsHandler:      netpols.podLabels(),
 		OnEvent:               func(resource, event string) { events.WithLabelValues(resource, event).Inc() },
 		Scope:                 sc,
+		RESTConfig:            cfg,
 		Logger:                log.With("component", "informers"),
 	})
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podslo/podslo/lifecycle"
@@ -63,6 +64,12 @@ type Options struct {
 	UserErrorEventRegex string
 	// OnEvent, if set, is called for every event handled.
 	OnEvent func(resource, event string)
+	// RESTConfig, if set, is the configuration client was made from: the
+	// pod watch then makes its own client from it, one that decodes each
+	// pod's protobuf bytes straight into the trimmed lifecycle.Pod. Left
+	// nil (unit tests, on a fake clientset), the pod watch decodes whole
+	// pods through client and trims them.
+	RESTConfig *rest.Config
 	// Logger receives the watcher's logs. Default: discard.
 	Logger *slog.Logger
 	// Scope narrows the watches: pods, PVCs and events by namespace (one
@@ -88,7 +95,10 @@ func (o *Options) Validate() error {
 // Watcher lists and watches pods, PVCs, StorageClasses and FailedMount
 // events, trims them, and hands each pod to its Handler.
 type Watcher struct {
-	client    kubernetes.Interface
+	client kubernetes.Interface
+	// pods is the pod watch's own REST client, which decodes pods straight
+	// into lifecycle.Pod; nil without Options.RESTConfig.
+	pods      rest.Interface
 	handler   Handler
 	opts      Options
 	log       *slog.Logger
@@ -119,6 +129,9 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 	for _, k := range opts.PodAnnotations {
 		t.podAnnotations[k] = true
 	}
+	// The end of a streamed list is a bookmark pod with this annotation,
+	// which the reflector reads from the decoded object.
+	t.podAnnotations[metav1.InitialEventsAnnotationKey] = true
 	condTypes := append([]corev1.PodConditionType{corev1.PodReady, corev1.PodInitialized}, opts.SandboxConditionTypes...)
 	if len(opts.SandboxConditionTypes) == 0 {
 		condTypes = append(condTypes, lifecycle.DefaultSandboxConditionTypes...)
@@ -132,7 +145,14 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 		t.conditionTypes[ct] = ct
 	}
 	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
-	return &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re}, nil
+	w := &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re}
+	if opts.RESTConfig != nil {
+		var err error
+		if w.pods, err = newPodClient(opts.RESTConfig, t); err != nil {
+			return nil, err
+		}
+	}
+	return w, nil
 }
 
 // Start runs the informers until ctx ends.

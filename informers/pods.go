@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/podslo/podslo/lifecycle"
@@ -105,41 +107,100 @@ func (k *podKeys) GetByKey(key string) (any, bool, error) {
 }
 
 // podListWatch lists and watches the pods of one namespace (or all) that
-// the field selector keeps, as client-go's generated pod informer does,
-// including its choice of streaming lists (WatchList) where the client
-// supports them. owns drops, before they reach the queue, the pods of other
-// shards: the API server cannot select by a hash of the UID.
+// the field selector keeps, through the typed client, as client-go's
+// generated pod informer does: whole pods, which the queue's transform
+// trims. Only unit tests, on a fake clientset, take this path; the
+// exporter decodes pods straight into their trimmed form (podListWatchREST).
 func podListWatch(client kubernetes.Interface, namespace, selector string, owns func(types.UID) bool, c *currency) cache.ListerWatcher {
+	return filteredPodListWatch(c, client, selector, owns,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Pods(namespace).List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Pods(namespace).Watch(ctx, o)
+		})
+}
+
+// podListWatchREST is podListWatch through rc, a REST client whose codec
+// decodes pods into lifecycle.Pod (newPodClient). It makes the requests the
+// typed client makes.
+func podListWatchREST(rc rest.Interface, namespace, selector string, owns func(types.UID) bool, c *currency) cache.ListerWatcher {
+	request := func(o metav1.ListOptions) *rest.Request {
+		var timeout time.Duration
+		if o.TimeoutSeconds != nil {
+			timeout = time.Duration(*o.TimeoutSeconds) * time.Second
+		}
+		return rc.Get().NamespaceIfScoped(namespace, namespace != "").Resource("pods").
+			VersionedParams(&o, scheme.ParameterCodec).Timeout(timeout)
+	}
+	return filteredPodListWatch(c, rc, selector, owns,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return request(o).Do(ctx).Get()
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.Watch = true
+			return request(o).Watch(ctx)
+		})
+}
+
+// filteredPodListWatch narrows list and watch to the field selector and
+// to the pods owns keeps, with client-go's choice of streaming lists
+// (WatchList) where client supports them. owns drops, before they reach
+// the queue, the pods of other shards: the API server cannot select by a
+// hash of the UID.
+func filteredPodListWatch(c *currency, client any, selector string, owns func(types.UID) bool,
+	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
+	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
 	narrow := func(o metav1.ListOptions) metav1.ListOptions {
 		o.FieldSelector = selector
 		return o
 	}
-	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		l, err := client.CoreV1().Pods(namespace).List(ctx, narrow(o))
+	filteredList := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+		l, err := list(ctx, narrow(o))
 		if err != nil || owns == nil {
 			return l, err
 		}
-		// Keep the list's metadata: its continue token pages the relist.
-		kept := l.Items[:0]
-		for i := range l.Items {
-			if owns(l.Items[i].UID) {
-				kept = append(kept, l.Items[i])
+		// In place, keeping the list's metadata: its continue token pages
+		// the relist.
+		switch l := l.(type) {
+		case *corev1.PodList:
+			kept := l.Items[:0]
+			for i := range l.Items {
+				if owns(l.Items[i].UID) {
+					kept = append(kept, l.Items[i])
+				}
 			}
+			clear(l.Items[len(kept):])
+			l.Items = kept
+		case *podList:
+			kept := l.Items[:0]
+			for i := range l.Items {
+				if owns(l.Items[i].UID) {
+					kept = append(kept, l.Items[i])
+				}
+			}
+			clear(l.Items[len(kept):])
+			l.Items = kept
+		default:
+			return nil, fmt.Errorf("list pods: unexpected %T", l)
 		}
-		clear(l.Items[len(kept):])
-		l.Items = kept
 		return l, nil
 	}
-	watchFunc := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		w, err := client.CoreV1().Pods(namespace).Watch(ctx, narrow(o))
+	filteredWatch := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		w, err := watchFunc(ctx, narrow(o))
 		if err != nil || owns == nil {
 			return w, err
 		}
 		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 			switch e.Type {
 			case watch.Added, watch.Modified, watch.Deleted:
-				pod, ok := e.Object.(*corev1.Pod)
-				return e, !ok || owns(pod.UID)
+				switch pod := e.Object.(type) {
+				case *corev1.Pod:
+					return e, owns(pod.UID)
+				case *lifecycle.Pod:
+					return e, owns(pod.UID)
+				}
+				return e, true
 			default:
 				// Bookmarks (the end of a streamed list among them) and
 				// errors carry no pod.
@@ -147,13 +208,13 @@ func podListWatch(client kubernetes.Interface, namespace, selector string, owns 
 			}
 		}), nil
 	}
-	return trackedListWatch(c, client, list, watchFunc)
+	return trackedListWatch(c, client, filteredList, filteredWatch)
 }
 
 // trackedListWatch is list and watch as a ListerWatcher whose lists and
 // watches c follows, with client-go's choice of streaming lists where the
 // client supports them.
-func trackedListWatch(c *currency, client kubernetes.Interface,
+func trackedListWatch(c *currency, client any,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFunc func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.ListerWatcher {
 	return cache.ToListWatcherWithWatchListSemantics(c.track(&cache.ListWatch{
@@ -185,20 +246,24 @@ func (w *Watcher) podController(namespace string) *podWatch {
 	if w.opts.Scope.Sharded() {
 		owns = w.opts.Scope.OwnsUID
 	}
-	w.controlPods(pw, podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current))
+	if w.pods != nil {
+		w.controlPods(pw, podListWatchREST(w.pods, namespace, w.opts.Scope.PodSelector(), owns, pw.current), &lifecycle.Pod{})
+	} else {
+		w.controlPods(pw, podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current), &corev1.Pod{})
+	}
 	return pw
 }
 
 // controlPods makes pw's controller over lw: the whole pod path after the
 // API server's bytes, which the watch-path benchmark drives from a
-// recorded stream.
-func (w *Watcher) controlPods(pw *podWatch, lw cache.ListerWatcher) {
+// recorded stream. obj is the type lw's objects have.
+func (w *Watcher) controlPods(pw *podWatch, lw cache.ListerWatcher, obj runtime.Object) {
 	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{
 		KnownObjects:          pw.keys,
 		EmitDeltaTypeReplaced: true,
 		Transformer:           w.trim.transform,
 	})
-	pw.ctrl = trackedController(fifo, pw.current, lw, &corev1.Pod{}, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
+	pw.ctrl = trackedController(fifo, pw.current, lw, obj, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
 }
 
 // trackedController is a bare controller over fifo whose lists queue a

@@ -112,13 +112,14 @@ func (r *replay) Close() error {
 // watch decodes body exactly as client-go's REST client decodes a
 // protobuf watch response (rest.Request.newStreamWatcher).
 type recordedPods struct {
-	list *corev1.PodList
-	body io.ReadCloser
-	used atomic.Bool
+	list   runtime.Object
+	body   io.ReadCloser
+	codecs runtime.NegotiatedSerializer
+	used   atomic.Bool
 }
 
 func (l *recordedPods) List(metav1.ListOptions) (runtime.Object, error) {
-	return l.list.DeepCopy(), nil
+	return l.list.DeepCopyObject(), nil
 }
 
 func (l *recordedPods) Watch(metav1.ListOptions) (watch.Interface, error) {
@@ -126,7 +127,7 @@ func (l *recordedPods) Watch(metav1.ListOptions) (watch.Interface, error) {
 		// A later watch (none is expected) stays silent.
 		return watch.NewFake(), nil
 	}
-	neg := runtime.NewClientNegotiator(scheme.Codecs.WithoutConversion(), corev1.SchemeGroupVersion)
+	neg := runtime.NewClientNegotiator(l.codecs, corev1.SchemeGroupVersion)
 	objectDecoder, streamingSerializer, framer, err := neg.StreamDecoder(protobufType, nil)
 	if err != nil {
 		return nil, err
@@ -200,35 +201,49 @@ func BenchmarkWatchPath(b *testing.B) {
 		}
 	})
 
-	b.Run("exporter", func(b *testing.B) {
-		st := openBench(b, b.TempDir())
-		w, p := benchWatcher(b, st)
-		h := &countingHandler{Handler: p, listed: pods, want: int64(pods + b.N), listDone: make(chan struct{}), done: make(chan struct{})}
-		w.handler = h
-		body := &replay{frames: frames, ends: ends, n: b.N, start: make(chan struct{}), closed: make(chan struct{})}
-		b.Cleanup(func() { _ = body.Close() })
-		pw := newPodWatch("")
-		w.controlPods(pw, &recordedPods{list: listed, body: body})
-		ctx, cancel := context.WithCancel(context.Background())
-		b.Cleanup(cancel)
-		go pw.ctrl.RunWithContext(ctx)
-		// The timer starts with the list handled (every pod recorded) and
-		// the watch open, waiting for its first bytes.
-		<-h.listDone
-		applies := st.Stats().Succeeded(store.OpApply)
-		if applies != pods {
-			b.Fatalf("%d writes for %d listed pods", applies, pods)
-		}
-		b.ReportAllocs()
-		b.ResetTimer()
-		close(body.start)
-		<-h.done
-		b.StopTimer()
-		if got := st.Stats().Succeeded(store.OpApply) - applies; got != 0 {
-			b.Fatalf("%d writes for %d no-change updates", got, b.N)
-		}
-		if got := pw.keys.len(); got != pods {
-			b.Fatalf("%d pod keys, want %d", got, pods)
-		}
-	})
+	// The exporter's path: each pod decoded straight into its trimmed
+	// form (podCodecs). And the path before it, kept for comparison and
+	// for unit tests on a fake clientset: whole pods, trimmed in the queue.
+	for _, path := range []string{"exporter", "whole-pods"} {
+		b.Run(path, func(b *testing.B) {
+			st := openBench(b, b.TempDir())
+			w, p := benchWatcher(b, st)
+			h := &countingHandler{Handler: p, listed: pods, want: int64(pods + b.N), listDone: make(chan struct{}), done: make(chan struct{})}
+			w.handler = h
+			body := &replay{frames: frames, ends: ends, n: b.N, start: make(chan struct{}), closed: make(chan struct{})}
+			b.Cleanup(func() { _ = body.Close() })
+			pw := newPodWatch("")
+			if path == "exporter" {
+				codecs := podCodecs{base: scheme.Codecs.WithoutConversion(), t: w.trim}
+				l := &podList{ListMeta: listed.ListMeta}
+				for i := range listed.Items {
+					l.Items = append(l.Items, *w.trim.pod(&listed.Items[i]))
+				}
+				w.controlPods(pw, &recordedPods{list: l, body: body, codecs: codecs}, &lifecycle.Pod{})
+			} else {
+				w.controlPods(pw, &recordedPods{list: listed, body: body, codecs: scheme.Codecs.WithoutConversion()}, &corev1.Pod{})
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			b.Cleanup(cancel)
+			go pw.ctrl.RunWithContext(ctx)
+			// The timer starts with the list handled (every pod recorded)
+			// and the watch open, waiting for its first bytes.
+			<-h.listDone
+			applies := st.Stats().Succeeded(store.OpApply)
+			if applies != pods {
+				b.Fatalf("%d writes for %d listed pods", applies, pods)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			close(body.start)
+			<-h.done
+			b.StopTimer()
+			if got := st.Stats().Succeeded(store.OpApply) - applies; got != 0 {
+				b.Fatalf("%d writes for %d no-change updates", got, b.N)
+			}
+			if got := pw.keys.len(); got != pods {
+				b.Fatalf("%d pod keys, want %d", got, pods)
+			}
+		})
+	}
 }

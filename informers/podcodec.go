@@ -1,0 +1,183 @@
+package informers
+
+import (
+	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+
+	"github.com/podslo/podslo/lifecycle"
+)
+
+// podList is a PodList whose pods are decoded straight into their trimmed
+// form: what the pod watch's list returns.
+type podList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []lifecycle.Pod
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *podList) DeepCopyObject() runtime.Object {
+	c := &podList{TypeMeta: l.TypeMeta}
+	l.ListMeta.DeepCopyInto(&c.ListMeta)
+	c.Items = make([]lifecycle.Pod, len(l.Items))
+	for i := range l.Items {
+		c.Items[i] = *l.Items[i].DeepCopyObject().(*lifecycle.Pod)
+	}
+	return c
+}
+
+// newPodClient is a REST client for pods, as the typed client's, except
+// that its codec decodes pods (in protobuf, or in JSON if the server
+// answers in JSON) into lifecycle.Pod, and lists into podList; anything
+// else, such as a Status, as the scheme does.
+func newPodClient(cfg *rest.Config, t *trimmer) (rest.Interface, error) {
+	c := rest.CopyConfig(cfg)
+	c.GroupVersion = &corev1.SchemeGroupVersion
+	c.APIPath = "/api"
+	c.NegotiatedSerializer = podCodecs{base: scheme.Codecs.WithoutConversion(), t: t}
+	if c.UserAgent == "" {
+		c.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	rc, err := rest.RESTClientFor(c)
+	if err != nil {
+		return nil, fmt.Errorf("pod client: %w", err)
+	}
+	return rc, nil
+}
+
+// podCodecs is the scheme's codecs with podDecoder in front of each
+// media type's decoder. Watch events keep the scheme's stream decoder:
+// only the object inside each event goes through podDecoder.
+type podCodecs struct {
+	base runtime.NegotiatedSerializer
+	t    *trimmer
+}
+
+func (c podCodecs) SupportedMediaTypes() []runtime.SerializerInfo {
+	infos := append([]runtime.SerializerInfo(nil), c.base.SupportedMediaTypes()...)
+	for i := range infos {
+		infos[i].Serializer = podDecoder{Serializer: infos[i].Serializer, t: c.t, protobuf: infos[i].MediaType == runtime.ContentTypeProtobuf}
+	}
+	return infos
+}
+
+func (c podCodecs) EncoderForVersion(e runtime.Encoder, gv runtime.GroupVersioner) runtime.Encoder {
+	if d, ok := e.(podDecoder); ok {
+		e = d.Serializer
+	}
+	return c.base.EncoderForVersion(e, gv)
+}
+
+func (c podCodecs) DecoderToVersion(d runtime.Decoder, gv runtime.GroupVersioner) runtime.Decoder {
+	if pd, ok := d.(podDecoder); ok {
+		pd.next = c.base.DecoderToVersion(pd.Serializer, gv)
+		return pd
+	}
+	return c.base.DecoderToVersion(d, gv)
+}
+
+// podDecoder decodes pods and pod lists into their trimmed forms, and
+// hands anything else to next (the scheme's decoder for the media type).
+type podDecoder struct {
+	runtime.Serializer
+	next     runtime.Decoder
+	t        *trimmer
+	protobuf bool
+}
+
+var (
+	podGVK     = corev1.SchemeGroupVersion.WithKind("Pod")
+	podListGVK = corev1.SchemeGroupVersion.WithKind("PodList")
+)
+
+func (d podDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if d.protobuf {
+		if kind, raw, err := unwrap(data); err == nil {
+			switch kind {
+			case "Pod":
+				p, err := d.t.decodePod(raw)
+				if err != nil {
+					return nil, &podGVK, err
+				}
+				return p, &podGVK, nil
+			case "PodList":
+				l, err := d.t.decodePodList(raw)
+				if err != nil {
+					return nil, &podListGVK, err
+				}
+				return l, &podListGVK, nil
+			}
+		}
+	}
+	next := d.next
+	if next == nil {
+		next = d.Serializer
+	}
+	// Not into: a podList or lifecycle.Pod is not the scheme's.
+	obj, gvk, err := next.Decode(data, defaults, nil)
+	if err != nil {
+		return obj, gvk, err
+	}
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		return d.t.pod(o), gvk, nil
+	case *corev1.PodList:
+		l := &podList{ListMeta: o.ListMeta, Items: make([]lifecycle.Pod, len(o.Items))}
+		for i := range o.Items {
+			l.Items[i] = *d.t.pod(&o.Items[i])
+		}
+		return l, gvk, nil
+	}
+	return obj, gvk, nil
+}
+
+// decodePodList decodes a PodList message (outside its envelope).
+func (t *trimmer) decodePodList(raw []byte) (*podList, error) {
+	l := &podList{}
+	err := eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
+		switch num {
+		case 1: // metadata
+			if err := want(num, typ, protowire.BytesType); err != nil {
+				return err
+			}
+			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
+				switch num {
+				case 2, 3: // resourceVersion, continue
+					if err := want(num, typ, protowire.BytesType); err != nil {
+						return err
+					}
+					if num == 2 {
+						l.ResourceVersion = string(v)
+					} else {
+						l.Continue = string(v)
+					}
+				case 4: // remainingItemCount
+					if err := want(num, typ, protowire.VarintType); err != nil {
+						return err
+					}
+					n := int64(x)
+					l.RemainingItemCount = &n
+				}
+				return nil
+			})
+		case 2: // items
+			if err := want(num, typ, protowire.BytesType); err != nil {
+				return err
+			}
+			l.Items = append(l.Items, lifecycle.Pod{})
+			return t.decodePodInto(v, &l.Items[len(l.Items)-1])
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("decode pod list: %w", err)
+	}
+	return l, nil
+}

@@ -1,0 +1,185 @@
+package informers
+
+import (
+	"math/rand"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"sigs.k8s.io/randfill"
+)
+
+// trimmers are the trim's configurations that change what it keeps.
+func trimmers(t *testing.T) map[string]*trimmer {
+	out := map[string]*trimmer{}
+	for name, opts := range map[string]Options{
+		"defaults": {},
+		"labels and annotations": {
+			PodLabels: []string{"app", "team"}, PodAnnotations: []string{"owner"},
+			SandboxConditionTypes: []corev1.PodConditionType{"example.com/SandboxReady"}, StableConditionType: "example.com/Stable",
+		},
+		"every label": {PodLabels: []string{"app"}, PodLabelsHandler: nopLabels{}},
+	} {
+		w, err := New(fake.NewClientset(), nil, opts)
+		require.NoError(t, err)
+		out[name] = w.trim
+	}
+	return out
+}
+
+type nopLabels struct{}
+
+func (nopLabels) PodLabels(string, string, map[string]string) {}
+func (nopLabels) PodDeleted(string, string)                   {}
+
+// kept is a value that the trim keeps, so that random pods exercise it.
+func kept(r *rand.Rand, vals ...string) string { return vals[r.Intn(len(vals))] }
+
+// randomPod is a pod with every field filled at random, then the fields
+// the trim reads set, at random, to values it keeps.
+func randomPod(f *randfill.Filler, r *rand.Rand) *corev1.Pod {
+	var p corev1.Pod
+	f.Fill(&p)
+	if r.Intn(2) == 0 {
+		p.Labels = map[string]string{"app": kept(r, "web", ""), "team": "a", "other": "x"}
+		p.Annotations = map[string]string{"owner": "me", metav1.InitialEventsAnnotationKey: "true", "other": "y"}
+	}
+	types := []string{"Ready", "Initialized", "PodScheduled", "PodReadyToStartContainers", "ContainersReady", "example.com/SandboxReady", "example.com/Stable", "podslo.io/Stable", "Other"}
+	for i := range p.Status.Conditions {
+		c := &p.Status.Conditions[i]
+		c.Type = corev1.PodConditionType(kept(r, types...))
+		c.Status = corev1.ConditionStatus(kept(r, "True", "False", "Unknown", "Maybe"))
+		if r.Intn(3) == 0 {
+			c.LastTransitionTime = metav1.Time{}
+		}
+	}
+	for i := range p.Status.ContainerStatuses {
+		if r.Intn(2) == 0 {
+			p.Status.ContainerStatuses[i].State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(r.Int63n(2e9), 0))}
+		}
+	}
+	for i := range p.Spec.Volumes {
+		v := &p.Spec.Volumes[i]
+		switch r.Intn(4) {
+		case 0:
+			v.VolumeSource = corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}
+		case 1:
+			v.VolumeSource = corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{}}}
+			if r.Intn(2) == 0 {
+				class := kept(r, "fast", "")
+				v.Ephemeral.VolumeClaimTemplate.Spec.StorageClassName = &class
+			}
+		}
+	}
+	return &p
+}
+
+// TestDecodePodMatchesTrim holds the protobuf decoder to the trim of the
+// whole pod: for random pods and the benchmark's realistic ones, in each
+// configuration of the trim, decodePod of a pod's bytes equals
+// trimmer.pod of corev1.Pod.Unmarshal of the same bytes.
+func TestDecodePodMatchesTrim(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	r := rand.New(rand.NewSource(seed))
+	f := randfill.New().RandSource(r).NilChance(0.3).NumElements(0, 3)
+	var pods []*corev1.Pod
+	for i := range 5 {
+		pods = append(pods, wirePod(i, "7", i), benchPod(i))
+	}
+	deleted := benchPod(9)
+	grace := int64(30)
+	deleted.DeletionTimestamp, deleted.DeletionGracePeriodSeconds = &metav1.Time{Time: time.Unix(1700000100, 0)}, &grace
+	pods = append(pods, deleted, &corev1.Pod{})
+	for range 300 {
+		pods = append(pods, randomPod(f, r))
+	}
+	for name, tr := range trimmers(t) {
+		t.Run(name, func(t *testing.T) {
+			for i, p := range pods {
+				raw, err := p.Marshal()
+				require.NoError(t, err)
+				var whole corev1.Pod
+				require.NoError(t, whole.Unmarshal(raw))
+				got, err := tr.decodePod(raw)
+				require.NoError(t, err, "pod %d", i)
+				require.Equal(t, tr.pod(&whole), got, "pod %d", i)
+			}
+		})
+	}
+}
+
+// TestDecodePodMerges: a message that occurs twice is merged as the
+// generated code merges it, a scalar keeps its last value and a time its
+// last occurrence.
+func TestDecodePodMerges(t *testing.T) {
+	a := benchPod(1)
+	b := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "renamed", CreationTimestamp: metav1.NewTime(time.Unix(1700000500, 0))},
+		Spec:       corev1.PodSpec{Volumes: []corev1.Volume{{Name: "v", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}}}},
+		Status:     corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}},
+	}
+	ra, err := a.Marshal()
+	require.NoError(t, err)
+	rb, err := b.Marshal()
+	require.NoError(t, err)
+	raw := append(ra, rb...)
+	var whole corev1.Pod
+	require.NoError(t, whole.Unmarshal(raw))
+	require.Equal(t, "renamed", whole.Name, "the generated code keeps the last name")
+	require.Len(t, whole.Spec.Volumes, 3, "and appends the volumes")
+	for name, tr := range trimmers(t) {
+		got, err := tr.decodePod(raw)
+		require.NoError(t, err, name)
+		require.Equal(t, tr.pod(&whole), got, name)
+	}
+}
+
+// TestDecodePodRefusesMalformed: bytes that are not a pod are an error,
+// never a panic or a half-filled pod.
+func TestDecodePodRefusesMalformed(t *testing.T) {
+	tr := trimmers(t)["defaults"]
+	raw, err := benchPod(1).Marshal()
+	require.NoError(t, err)
+	for name, b := range map[string][]byte{
+		"truncated":           raw[:len(raw)/2],
+		"name as a varint":    {0x0a, 0x02, 0x08, 0x01},
+		"length past the end": {0x0a, 0x7f, 0x0a},
+	} {
+		got, err := tr.decodePod(b)
+		require.Error(t, err, name)
+		require.Nil(t, got, name)
+	}
+}
+
+// FuzzDecodePod: on any bytes, the decoder does not panic, and where the
+// generated code decodes a pod, the decoder decodes the same trimmed pod.
+func FuzzDecodePod(f *testing.F) {
+	for i := range 3 {
+		raw, err := wirePod(i, "1", i).Marshal()
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(raw)
+	}
+	w, err := New(fake.NewClientset(), nil, Options{PodLabels: []string{"app.kubernetes.io/name"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	tr := w.trim
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := tr.decodePod(raw)
+		var whole corev1.Pod
+		if whole.Unmarshal(raw) != nil {
+			return
+		}
+		// The decoder checks the wire types of the fields it reads only,
+		// the generated code those of every field: it accepts at least
+		// what the generated code accepts.
+		require.NoError(t, err)
+		require.Equal(t, tr.pod(&whole), got)
+	})
+}
