@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -120,6 +122,114 @@ func assertTornDown(t *testing.T, dir string) {
 	_, err := os.Stat(dir)
 	assert.True(t, os.IsNotExist(err), "the demo's directory %s is left behind", dir)
 	assert.Empty(t, processesUnder(dir), "processes left behind")
+}
+
+// truth is what the live pods' own conditions say, to hold podslo to
+// exactly, and to measure how late the simulator ran.
+type truth struct {
+	// sandbox is each live pod's sandbox creation latency, by UID: from
+	// PodScheduled to PodReadyToStartContainers, for pods whose sandbox
+	// was never re-created (a re-creation moves the condition's time).
+	sandbox map[string]float64
+	// sandboxLate and readyLate are the most any pod's sandbox creation
+	// and readiness exceeded the longest configured delay of its kind
+	// (deploy/kwok/README.md), in whole seconds; 0 when kwok kept time.
+	sandboxLate, readyLate float64
+	// slow counts, by runtime class, the pods whose sandbox took longer
+	// than the 5 s objective of alerts/slos.yaml.
+	slow map[string]int
+}
+
+func readTruth(t *testing.T, c kubernetes.Interface) truth {
+	t.Helper()
+	pods, err := c.CoreV1().Pods("e2e").List(context.Background(), metav1.ListOptions{})
+	require.NoError(t, err)
+	tr := truth{sandbox: map[string]float64{}, slow: map[string]int{}}
+	for _, pod := range pods.Items {
+		if pod.DeletionTimestamp != nil || pod.Annotations[demo.SandboxCrashAnnotation] != "" || pod.Annotations[demo.SandboxAnnotation] == "never" {
+			continue
+		}
+		restarted, started := false, time.Time{}
+		for _, cs := range pod.Status.ContainerStatuses {
+			restarted = restarted || cs.RestartCount > 0
+			if r := cs.State.Running; r != nil && r.StartedAt.After(started) {
+				started = r.StartedAt.Time
+			}
+		}
+		scheduled, sandbox, ready := conditionTime(&pod, corev1.PodScheduled), conditionTime(&pod, corev1.PodReadyToStartContainers), conditionTime(&pod, corev1.PodReady)
+		if restarted || scheduled.IsZero() || sandbox.IsZero() {
+			continue
+		}
+		latency := sandbox.Sub(scheduled).Seconds()
+		tr.sandbox[string(pod.UID)] = latency
+		configured := 1.0
+		if rc := pod.Spec.RuntimeClassName; rc != nil && *rc == "kata" {
+			configured = 14
+			if pod.Annotations[demo.SandboxAnnotation] == "normal" {
+				configured = 4
+			}
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+				configured += 2
+				break
+			}
+		}
+		tr.sandboxLate = max(tr.sandboxLate, latency-configured)
+		if latency > 5 {
+			rc := "none"
+			if pod.Spec.RuntimeClassName != nil {
+				rc = *pod.Spec.RuntimeClassName
+			}
+			tr.slow[rc]++
+		}
+		if !ready.IsZero() && !started.IsZero() {
+			tr.readyLate = max(tr.readyLate, ready.Sub(started).Seconds()-2)
+		}
+	}
+	require.NotEmpty(t, tr.sandbox, "no live pod to read the truth from")
+	return tr
+}
+
+// conditionTime is when the pod's condition of type typ turned True, zero
+// if it is not True.
+func conditionTime(pod *corev1.Pod, typ corev1.PodConditionType) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == typ && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+// prioritize raises every thread of the processes under dir (kwokctl's
+// control plane and kwok) to nice -10. It needs root (CI runs as root);
+// without it, the test goes on at normal priority and says so.
+func prioritize(t *testing.T, dir string) {
+	t.Helper()
+	pids := 0
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !bytes.Contains(b, []byte(dir)) {
+			continue
+		}
+		pids++
+		// Niceness is per thread on Linux, and new threads inherit
+		// their creator's.
+		tasks, _ := filepath.Glob(filepath.Join(filepath.Dir(p), "task", "[0-9]*"))
+		for _, task := range tasks {
+			tid, err := strconv.Atoi(filepath.Base(task))
+			if err != nil {
+				continue
+			}
+			if err := unix.Setpriority(unix.PRIO_PROCESS, tid, -10); err != nil && !errors.Is(err, unix.ESRCH) {
+				t.Logf("The simulated control plane runs at normal priority, and may run late on a busy machine: %v", err)
+				return
+			}
+		}
+	}
+	require.NotZero(t, pids, "no process runs under %s", dir)
 }
 
 func processesUnder(dir string) []string {
@@ -239,6 +349,14 @@ func TestEndToEnd(t *testing.T) {
 		PrometheusListenAddress: host + ":19090",
 	})
 	p := prom{base: "http://" + ep.Prometheus}
+	// The quantiles below are checked against the kwok stages' configured
+	// delays, which hold only while the simulated control plane keeps
+	// time: a kwok that sees a pod 3 s late writes its sandbox 3 s late,
+	// and the pod's latency is then really 3 s. A CPU hog beside the test
+	// (stress --cpu 2 on 2 cores) made runc pods 2 to 5 s late. The
+	// simulator is the test's fixture, not what it tests, so it runs
+	// ahead of other work.
+	prioritize(t, filepath.Dir(filepath.Dir(filepath.Dir(ep.Kubeconfig))))
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.Len(c, p.query(c, `count by (runtime_class) (podslo_sandbox_creation_duration_seconds_count)`), 3)
@@ -255,6 +373,28 @@ func TestEndToEnd(t *testing.T) {
 		require.Len(c, s, 1)
 		assert.GreaterOrEqual(c, s[0].Value, 248.0)
 	}, 5*time.Minute, time.Second, "not every sandbox was observed")
+
+	truth := readTruth(t, c)
+	t.Logf("The simulator wrote sandboxes up to %gs and readiness up to %gs later than configured; pods over the 5 s objective by class: %v",
+		truth.sandboxLate, truth.readyLate, truth.slow)
+
+	t.Run("per-pod series match the pods' conditions", func(t *testing.T) {
+		// Exact, whatever the machine's load: each live pod's latency as
+		// its own condition times show it.
+		got := map[string]float64{}
+		for _, s := range p.query(t, `podslo_pod_sandbox_creation_seconds{namespace="e2e"}`) {
+			got[s.Metric["uid"]] = s.Value
+		}
+		matched := 0
+		for uid, want := range truth.sandbox {
+			if v, ok := got[uid]; ok {
+				matched++
+				assert.Equal(t, want, v, "pod %s", uid)
+			}
+		}
+		// Prometheus may not have scraped the newest pods yet.
+		assert.Greater(t, matched, 200, "per-pod series of %d of %d pods", matched, len(truth.sandbox))
+	})
 
 	t.Run("quantiles match the stages", func(t *testing.T) {
 		// The configured delays of deploy/kwok/README.md, as whole seconds
@@ -274,11 +414,14 @@ func TestEndToEnd(t *testing.T) {
 				// is exact. kwok writes a condition a little after its
 				// delay, and on a busy machine past the next whole second,
 				// which is all a condition time records: the median may be
-				// a second late, the tail two. The classes still stay
-				// apart: runc's median is at most 2 s, "standard"'s more
-				// than 2 s, kata's more than 8 s, so pods counted in the
-				// wrong class still fail.
-				hi := tc.hi + 1
+				// a second late, the tail two. On a loaded machine kwok
+				// runs later still, by as much as the live pods' own
+				// conditions show (truth.sandboxLate, 0 on an idle
+				// machine). On an idle machine the classes stay apart:
+				// runc's median is at most 2 s, "standard"'s more than 2
+				// s, kata's more than 8 s, so pods counted in the wrong
+				// class fail.
+				hi := tc.hi + 1 + truth.sandboxLate
 				if q > 0.5 {
 					hi++
 				}
@@ -291,7 +434,7 @@ func TestEndToEnd(t *testing.T) {
 		}
 		// Readiness: newest container start to Ready, 2 s for every pod,
 		// with the same room for a late kwok.
-		for q, bound := range map[float64]float64{0.5: 3, 0.99: 4} {
+		for q, bound := range map[float64]float64{0.5: 3 + truth.readyLate, 0.99: 4 + truth.readyLate} {
 			got := p.query(t, fmt.Sprintf(`histogram_quantile(%g, sum by (le) (podslo_pod_readiness_duration_seconds_bucket))`, q))
 			require.Len(t, got, 1)
 			assert.Greater(t, got[0].Value, 1.0, "readiness p%g", q*100)
@@ -316,13 +459,20 @@ func TestEndToEnd(t *testing.T) {
 		// "none": that class misses its 99% too, but below the fast burn's
 		// 14.4%, so its slower burns (6×, 3×, 1×, for 15m to 3h) may be
 		// pending here, and would fire only after this test ends.
+		// Another class may burn only if the simulator, late on a loaded
+		// machine, really made some of its live pods miss the objective.
+		kata := false
 		for _, a := range firing {
-			assert.Equal(t, map[string]string{"alertname": name, "runtime_class": "kata", "severity": "critical", "long": "1h", "short": "5m"}, a.Labels)
+			if a.Labels["runtime_class"] == "kata" {
+				kata = true
+				assert.Equal(t, map[string]string{"alertname": name, "runtime_class": "kata", "severity": "critical", "long": "1h", "short": "5m"}, a.Labels)
+			}
 		}
+		assert.True(t, kata, "%s does not fire for kata", name)
 		for _, a := range p.alerts(t) {
 			t.Logf("alert %s: %v", a.State, a.Labels)
-			if a.Labels["long"] == "1h" || a.State == "firing" {
-				assert.Equal(t, "kata", a.Labels["runtime_class"], "a fast burn, or any alert firing, for another class: %v", a.Labels)
+			if rc := a.Labels["runtime_class"]; (a.Labels["long"] == "1h" || a.State == "firing") && rc != "kata" {
+				assert.NotZero(t, truth.slow[rc], "a fast burn, or any alert firing, for a class none of whose pods missed the objective: %v", a.Labels)
 			}
 		}
 	})
