@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"bytes"
 	"math/rand"
 	"testing"
 	"time"
@@ -8,8 +9,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/randfill"
+
+	"github.com/podslo/podslo/lifecycle"
 )
 
 // trimmers are the trim's configurations that change what it keeps.
@@ -182,4 +187,40 @@ func FuzzDecodePod(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, tr.pod(&whole), got)
 	})
+}
+
+// TestPodCodecs: the pod client's codec decodes pods and lists in
+// protobuf and in JSON into their trimmed forms, and anything else (an
+// error's Status) as the scheme does.
+func TestPodCodecs(t *testing.T) {
+	tr := trimmers(t)["labels and annotations"]
+	neg := runtime.NewClientNegotiator(podCodecs{base: scheme.Codecs.WithoutConversion(), t: tr}, corev1.SchemeGroupVersion)
+	pod := wirePod(3, "42", 1)
+	want := tr.pod(pod.DeepCopy())
+	list := &corev1.PodList{ListMeta: metav1.ListMeta{ResourceVersion: "43", Continue: "next"}, Items: []corev1.Pod{*pod}}
+	status := &metav1.Status{Status: metav1.StatusFailure, Reason: metav1.StatusReasonExpired, Code: 410, Message: "too old"}
+	for _, mediaType := range []string{runtime.ContentTypeProtobuf, runtime.ContentTypeJSON} {
+		info, ok := runtime.SerializerInfoForMediaType(scheme.Codecs.SupportedMediaTypes(), mediaType)
+		require.True(t, ok)
+		encode := func(obj runtime.Object) []byte {
+			var buf bytes.Buffer
+			require.NoError(t, scheme.Codecs.EncoderForVersion(info.Serializer, corev1.SchemeGroupVersion).Encode(obj, &buf))
+			return buf.Bytes()
+		}
+		dec, err := neg.Decoder(mediaType, nil)
+		require.NoError(t, err)
+
+		got, _, err := dec.Decode(encode(pod), nil, nil)
+		require.NoError(t, err, mediaType)
+		require.Equal(t, want, got, mediaType)
+
+		got, _, err = dec.Decode(encode(list), nil, nil)
+		require.NoError(t, err, mediaType)
+		require.Equal(t, &podList{ListMeta: metav1.ListMeta{ResourceVersion: "43", Continue: "next"}, Items: []lifecycle.Pod{*want}}, got, mediaType)
+
+		got, _, err = dec.Decode(encode(status), nil, nil)
+		require.NoError(t, err, mediaType)
+		require.IsType(t, &metav1.Status{}, got, mediaType)
+		require.Equal(t, int32(410), got.(*metav1.Status).Code, mediaType)
+	}
 }
