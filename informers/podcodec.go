@@ -3,7 +3,6 @@ package informers
 import (
 	"fmt"
 
-	"google.golang.org/protobuf/encoding/protowire"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -141,38 +140,29 @@ func (d podDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into 
 // decodePodList decodes a PodList message (outside its envelope).
 func (t *trimmer) decodePodList(raw []byte) (*podList, error) {
 	l := &podList{}
-	err := eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch num {
+	err := eachField(raw, func(f field) error {
+		switch f.num {
 		case 1: // metadata
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-				switch num {
-				case 2, 3: // resourceVersion, continue
-					if err := want(num, typ, protowire.BytesType); err != nil {
-						return err
-					}
-					if num == 2 {
-						l.ResourceVersion = string(v)
-					} else {
-						l.Continue = string(v)
-					}
-				case 4: // remainingItemCount
-					if err := want(num, typ, protowire.VarintType); err != nil {
-						return err
-					}
-					n := int64(x)
+			return eachFieldOf(f, func(f field) (err error) {
+				switch f.num {
+				case 2:
+					l.ResourceVersion, err = str(f)
+				case 3:
+					l.Continue, err = str(f)
+				case 4:
+					var n int64
+					n, err = f.varint()
 					l.RemainingItemCount = &n
 				}
-				return nil
+				return err
 			})
 		case 2: // items
-			if err := want(num, typ, protowire.BytesType); err != nil {
+			b, err := f.bytes()
+			if err != nil {
 				return err
 			}
 			l.Items = append(l.Items, lifecycle.Pod{})
-			return t.decodePodInto(v, &l.Items[len(l.Items)-1])
+			return t.decodePodInto(b, &l.Items[len(l.Items)-1])
 		}
 		return nil
 	})

@@ -33,54 +33,78 @@ import (
 // before its runtime.Unknown envelope.
 var protobufMagic = []byte{0x6b, 0x38, 0x73, 0x00}
 
-var errTruncated = errors.New("truncated protobuf")
+// field is one field of a message: its number, wire type and value (the
+// payload of a bytes field, the number of a varint).
+type field struct {
+	num protowire.Number
+	typ protowire.Type
+	b   []byte
+	x   uint64
+}
 
-// eachField walks the fields of one message, calling fn with each field's
-// number, wire type and value: the payload of a bytes field, the varint
-// otherwise (fixed-width values as their bits). fn returns an error to
-// stop.
-func eachField(b []byte, fn func(num protowire.Number, typ protowire.Type, v []byte, n uint64) error) error {
+// bytes is the payload of a field that podslo reads as a string or a
+// message, checking its wire type as the generated code does.
+func (f field) bytes() ([]byte, error) {
+	if f.typ != protowire.BytesType {
+		return nil, fmt.Errorf("field %d: wrong wire type %d", f.num, f.typ)
+	}
+	return f.b, nil
+}
+
+// varint is the value of a field that podslo reads as an integer.
+func (f field) varint() (int64, error) {
+	if f.typ != protowire.VarintType {
+		return 0, fmt.Errorf("field %d: wrong wire type %d", f.num, f.typ)
+	}
+	return int64(f.x), nil
+}
+
+// eachField calls fn with each field of the message b, in order, until fn
+// returns an error. Fixed-width and group fields, which podslo never
+// reads, are skipped.
+func eachField(b []byte, fn func(field) error) error {
 	for len(b) > 0 {
 		num, typ, l := protowire.ConsumeTag(b)
 		if l < 0 {
 			return protowire.ParseError(l)
 		}
 		b = b[l:]
-		var err error
+		f := field{num: num, typ: typ}
 		switch typ {
 		case protowire.BytesType:
-			v, l := protowire.ConsumeBytes(b)
-			if l < 0 {
-				return protowire.ParseError(l)
-			}
-			err, b = fn(num, typ, v, 0), b[l:]
+			f.b, l = protowire.ConsumeBytes(b)
 		case protowire.VarintType:
-			v, l := protowire.ConsumeVarint(b)
-			if l < 0 {
-				return protowire.ParseError(l)
-			}
-			err, b = fn(num, typ, nil, v), b[l:]
+			f.x, l = protowire.ConsumeVarint(b)
 		default:
-			l := protowire.ConsumeFieldValue(num, typ, b)
-			if l < 0 {
-				return protowire.ParseError(l)
-			}
-			b = b[l:]
+			l = protowire.ConsumeFieldValue(num, typ, b)
 		}
-		if err != nil {
+		if l < 0 {
+			return protowire.ParseError(l)
+		}
+		b = b[l:]
+		if typ != protowire.BytesType && typ != protowire.VarintType {
+			continue
+		}
+		if err := fn(f); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// want checks that field num, which podslo reads, came with the wire type
-// the schema gives it, as the generated code does.
-func want(num protowire.Number, got, typ protowire.Type) error {
-	if got != typ {
-		return fmt.Errorf("field %d: wrong wire type %d", num, got)
+// eachFieldOf calls fn with each field of the message that f holds.
+func eachFieldOf(f field, fn func(field) error) error {
+	b, err := f.bytes()
+	if err != nil {
+		return err
 	}
-	return nil
+	return eachField(b, fn)
+}
+
+// str is a string field's value, copied.
+func str(f field) (string, error) {
+	b, err := f.bytes()
+	return string(b), err
 }
 
 // unwrap returns the kind and the raw bytes of an object in the API
@@ -89,40 +113,30 @@ func unwrap(data []byte) (kind string, raw []byte, err error) {
 	if !bytes.HasPrefix(data, protobufMagic) {
 		return "", nil, errors.New("no protobuf envelope")
 	}
-	err = eachField(data[len(protobufMagic):], func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch num {
+	err = eachField(data[len(protobufMagic):], func(f field) (err error) {
+		switch f.num {
 		case 1: // typeMeta
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num == 2 { // kind
-					if err := want(num, typ, protowire.BytesType); err != nil {
-						return err
-					}
-					kind = string(v)
+			return eachFieldOf(f, func(f field) (err error) {
+				if f.num == 2 { // kind
+					kind, err = str(f)
 				}
-				return nil
+				return err
 			})
 		case 2: // raw
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			raw = v
+			raw, err = f.bytes()
 		}
-		return nil
+		return err
 	})
 	return kind, raw, err
 }
 
 // podFields is one pod's decoding: what the trim keeps so far, and the
-// state of the messages that a repeated occurrence merges into.
+// conditions before the trim's filter.
 type podFields struct {
 	t   *trimmer
 	out *lifecycle.Pod
 	// labels is every label, when the trim keeps them all.
-	labels map[string]string
-	// conditions in their order, before the trim's filter.
+	labels     map[string]string
 	conditions []lifecycle.Condition
 }
 
@@ -139,23 +153,16 @@ func (t *trimmer) decodePod(raw []byte) (*lifecycle.Pod, error) {
 // decodePodInto is decodePod into out, which must be empty.
 func (t *trimmer) decodePodInto(raw []byte, out *lifecycle.Pod) error {
 	d := podFields{t: t, out: out}
-	err := eachField(raw, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		var err error
-		switch num {
+	err := eachField(raw, func(f field) error {
+		switch f.num {
 		case 1:
-			if err = want(num, typ, protowire.BytesType); err == nil {
-				err = d.meta(v)
-			}
+			return eachFieldOf(f, d.meta)
 		case 2:
-			if err = want(num, typ, protowire.BytesType); err == nil {
-				err = d.spec(v)
-			}
+			return eachFieldOf(f, d.spec)
 		case 3:
-			if err = want(num, typ, protowire.BytesType); err == nil {
-				err = d.status(v)
-			}
+			return eachFieldOf(f, d.status)
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("decode pod: %w", err)
@@ -188,59 +195,40 @@ func (t *trimmer) decodePodInto(raw []byte, out *lifecycle.Pod) error {
 	return nil
 }
 
-func (d *podFields) meta(b []byte) error {
+func (d *podFields) meta(f field) (err error) {
 	m := &d.out.ObjectMeta
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, x uint64) error {
-		switch num {
-		case 1, 3, 5, 6: // name, namespace, uid, resourceVersion
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			switch num {
-			case 1:
-				m.Name = string(v)
-			case 3:
-				m.Namespace = string(v)
-			case 5:
-				m.UID = types.UID(v)
-			case 6:
-				m.ResourceVersion = string(v)
-			}
-		case 8, 9: // creationTimestamp, deletionTimestamp
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			t, err := decodeTime(v)
-			if err != nil {
-				return err
-			}
-			if num == 8 {
-				m.CreationTimestamp = t
+	switch f.num {
+	case 1:
+		m.Name, err = str(f)
+	case 3:
+		m.Namespace, err = str(f)
+	case 5:
+		var uid string
+		uid, err = str(f)
+		m.UID = types.UID(uid)
+	case 6:
+		m.ResourceVersion, err = str(f)
+	case 8:
+		m.CreationTimestamp, err = decodeTime(f)
+	case 9:
+		var t metav1.Time
+		t, err = decodeTime(f)
+		m.DeletionTimestamp = &t
+	case 10:
+		var s int64
+		s, err = f.varint()
+		m.DeletionGracePeriodSeconds = &s
+	case 11, 12: // labels, annotations
+		var k, v []byte
+		if k, v, err = mapEntry(f); err == nil {
+			if f.num == 11 {
+				d.label(k, v)
 			} else {
-				m.DeletionTimestamp = &t
-			}
-		case 10: // deletionGracePeriodSeconds
-			if err := want(num, typ, protowire.VarintType); err != nil {
-				return err
-			}
-			s := int64(x)
-			m.DeletionGracePeriodSeconds = &s
-		case 11, 12: // labels, annotations
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			k, val, err := mapEntry(v)
-			if err != nil {
-				return err
-			}
-			if num == 11 {
-				d.label(k, val)
-			} else {
-				d.annotation(k, val)
+				d.annotation(k, v)
 			}
 		}
-		return nil
-	})
+	}
+	return err
 }
 
 func (d *podFields) label(k, v []byte) {
@@ -270,148 +258,97 @@ func (d *podFields) annotation(k, v []byte) {
 
 // mapEntry is a map<string, string> entry: key 1, value 2, either may be
 // missing (the empty string).
-func mapEntry(b []byte) (k, v []byte, err error) {
-	err = eachField(b, func(num protowire.Number, typ protowire.Type, val []byte, _ uint64) error {
-		switch num {
-		case 1, 2:
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			if num == 1 {
-				k = val
-			} else {
-				v = val
-			}
+func mapEntry(f field) (k, v []byte, err error) {
+	err = eachFieldOf(f, func(f field) (err error) {
+		switch f.num {
+		case 1:
+			k, err = f.bytes()
+		case 2:
+			v, err = f.bytes()
 		}
-		return nil
+		return err
 	})
 	return k, v, err
 }
 
 // decodeTime decodes a metav1.Time as its Unmarshal does: whole seconds,
-// local time, the zero time when empty.
-func decodeTime(b []byte) (metav1.Time, error) {
+// local time, the zero time when empty; a later occurrence replaces an
+// earlier one whole.
+func decodeTime(f field) (metav1.Time, error) {
 	var secs int64
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, _ []byte, x uint64) error {
-		if num == 1 {
-			if err := want(num, typ, protowire.VarintType); err != nil {
-				return err
-			}
-			secs = int64(x)
+	err := eachFieldOf(f, func(f field) (err error) {
+		if f.num == 1 {
+			secs, err = f.varint()
 		}
-		return nil
+		return err
 	})
-	if err != nil || len(b) == 0 {
+	if err != nil || len(f.b) == 0 {
 		return metav1.Time{}, err
 	}
 	return metav1.Time{Time: time.Unix(secs, 0).Local()}, nil
 }
 
 // unixOf is unixOrZero of a decoded metav1.Time.
-func unixOf(b []byte) (int64, error) {
-	t, err := decodeTime(b)
+func unixOf(f field) (int64, error) {
+	t, err := decodeTime(f)
 	return unixOrZero(t), err
 }
 
-func (d *podFields) spec(b []byte) error {
+func (d *podFields) spec(f field) (err error) {
 	p := d.out
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch num {
-		case 1: // volumes
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			return d.volume(v)
-		case 10, 29: // nodeName, runtimeClassName
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			if num == 10 {
-				p.NodeName = string(v)
-			} else {
-				p.RuntimeClassName = string(v)
-			}
-		case 20: // initContainers
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			p.HasInitContainers = true
-		}
-		return nil
-	})
+	switch f.num {
+	case 1: // volumes
+		return d.volume(f)
+	case 10:
+		p.NodeName, err = str(f)
+	case 20: // initContainers
+		_, err = f.bytes()
+		p.HasInitContainers = true
+	case 29:
+		p.RuntimeClassName, err = str(f)
+	}
+	return err
 }
 
 // volume keeps a volume that a PVC backs, as trimmer.pod does: a
 // persistentVolumeClaim before an ephemeral volume.
-func (d *podFields) volume(b []byte) error {
+func (d *podFields) volume(f field) error {
 	var (
-		name, claim       []byte
+		name, claim       []byte // copied only if kept
 		hasClaim, isEphem bool
 		class             *string
 	)
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch num {
-		case 1: // name
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			name = v
+	err := eachFieldOf(f, func(f field) (err error) {
+		switch f.num {
+		case 1:
+			name, err = f.bytes()
 		case 2: // volumeSource
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				switch num {
+			return eachFieldOf(f, func(f field) error {
+				switch f.num {
 				case 10: // persistentVolumeClaim
-					if err := want(num, typ, protowire.BytesType); err != nil {
-						return err
-					}
 					hasClaim = true
-					return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-						if num == 1 { // claimName
-							if err := want(num, typ, protowire.BytesType); err != nil {
-								return err
-							}
-							claim = v
+					return eachFieldOf(f, func(f field) (err error) {
+						if f.num == 1 {
+							claim, err = f.bytes()
 						}
-						return nil
+						return err
 					})
 				case 29: // ephemeral
-					if err := want(num, typ, protowire.BytesType); err != nil {
-						return err
-					}
 					isEphem = true
-					return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-						if num != 1 { // volumeClaimTemplate
+					// volumeClaimTemplate (1), its spec (2), storageClassName (5)
+					return eachFieldOf(f, nested(1, nested(2, func(f field) error {
+						if f.num != 5 {
 							return nil
 						}
-						if err := want(num, typ, protowire.BytesType); err != nil {
-							return err
-						}
-						return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-							if num != 2 { // spec
-								return nil
-							}
-							if err := want(num, typ, protowire.BytesType); err != nil {
-								return err
-							}
-							return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-								if num == 5 { // storageClassName
-									if err := want(num, typ, protowire.BytesType); err != nil {
-										return err
-									}
-									s := string(v)
-									class = &s
-								}
-								return nil
-							})
-						})
-					})
+						s, err := str(f)
+						class = &s
+						return err
+					})))
 				}
 				return nil
 			})
 		}
-		return nil
+		return err
 	})
 	if err != nil {
 		return err
@@ -420,50 +357,51 @@ func (d *podFields) volume(b []byte) error {
 	case hasClaim:
 		d.out.Volumes = append(d.out.Volumes, lifecycle.Volume{Claim: string(claim)})
 	case isEphem:
-		// The volume's name for now: decodePod prefixes the pod's.
+		// The volume's name for now: decodePodInto prefixes the pod's.
 		d.out.Volumes = append(d.out.Volumes, lifecycle.Volume{Claim: string(name), Ephemeral: true, TemplateClass: class})
 	}
 	return nil
 }
 
-func (d *podFields) status(b []byte) error {
-	return eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch num {
-		case 2: // conditions
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			return d.condition(v)
-		case 8: // containerStatuses
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			return d.containerStatus(v)
+// nested is a field handler that passes the fields of the message in
+// field num to fn, and ignores every other field.
+func nested(num protowire.Number, fn func(field) error) func(field) error {
+	return func(f field) error {
+		if f.num != num {
+			return nil
 		}
-		return nil
-	})
+		return eachFieldOf(f, fn)
+	}
 }
 
-func (d *podFields) condition(b []byte) error {
+func (d *podFields) status(f field) error {
+	switch f.num {
+	case 2: // conditions
+		return d.condition(f)
+	case 8: // containerStatuses
+		return d.containerStatus(f)
+	}
+	return nil
+}
+
+func (d *podFields) condition(f field) error {
 	var c lifecycle.Condition
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		switch num {
-		case 1, 2, 4: // type, status, lastTransitionTime
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			switch num {
-			case 1:
-				// The trim's own copy of a type it keeps, "" for one it
-				// drops: the lookup does not copy v.
-				c.Type = d.t.conditionTypes[corev1.PodConditionType(v)]
-			case 2:
-				c.Status = conditionStatus(v)
-			case 4:
-				var err error
-				c.LastTransitionTime, err = unixOf(v)
-				return err
-			}
+	err := eachFieldOf(f, func(f field) error {
+		switch f.num {
+		case 1: // type
+			b, err := f.bytes()
+			// The trim's own copy of a type it keeps, "" for one it
+			// drops: the lookup does not copy b.
+			c.Type = d.t.conditionTypes[corev1.PodConditionType(b)]
+			return err
+		case 2: // status
+			b, err := f.bytes()
+			c.Status = conditionStatus(b)
+			return err
+		case 4: // lastTransitionTime
+			var err error
+			c.LastTransitionTime, err = unixOf(f)
+			return err
 		}
 		return nil
 	})
@@ -483,37 +421,24 @@ func conditionStatus(v []byte) corev1.ConditionStatus {
 	return corev1.ConditionStatus(v)
 }
 
-func (d *podFields) containerStatus(b []byte) error {
+// containerStatus keeps the newest state.running.startedAt, as
+// trimmer.pod does.
+func (d *podFields) containerStatus(f field) error {
 	var started int64
 	running := false
-	err := eachField(b, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-		if num != 2 { // state
+	// state (2), running (2), startedAt (1)
+	err := eachFieldOf(f, nested(2, func(f field) error {
+		if f.num != 2 {
 			return nil
 		}
-		if err := want(num, typ, protowire.BytesType); err != nil {
+		running = true
+		return eachFieldOf(f, func(f field) (err error) {
+			if f.num == 1 {
+				started, err = unixOf(f)
+			}
 			return err
-		}
-		return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-			if num != 2 { // running
-				return nil
-			}
-			if err := want(num, typ, protowire.BytesType); err != nil {
-				return err
-			}
-			running = true
-			return eachField(v, func(num protowire.Number, typ protowire.Type, v []byte, _ uint64) error {
-				if num != 1 { // startedAt
-					return nil
-				}
-				if err := want(num, typ, protowire.BytesType); err != nil {
-					return err
-				}
-				var err error
-				started, err = unixOf(v)
-				return err
-			})
 		})
-	})
+	}))
 	if err != nil {
 		return err
 	}
