@@ -213,6 +213,9 @@ func New(st *store.Store, opts Options) (*Pipeline, error) {
 // handled and state left by pods deleted meanwhile has been dropped.
 func (p *Pipeline) Ready() bool { return p.synced.Load() }
 
+// SyncedCh is closed once every pod of the first list has been handled.
+func (p *Pipeline) SyncedCh() <-chan struct{} { return p.syncedCh }
+
 // Start runs, once the watch has synced, the retries of failed writes, the
 // sweep and the creation-timeout check, until ctx ends.
 func (p *Pipeline) Start(ctx context.Context) error {
