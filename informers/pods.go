@@ -164,23 +164,9 @@ func filteredPodListWatch(c *currency, client any, selector string, owns func(ty
 		// the relist.
 		switch l := l.(type) {
 		case *corev1.PodList:
-			kept := l.Items[:0]
-			for i := range l.Items {
-				if owns(l.Items[i].UID) {
-					kept = append(kept, l.Items[i])
-				}
-			}
-			clear(l.Items[len(kept):])
-			l.Items = kept
+			l.Items = keepOwned(l.Items, func(p *corev1.Pod) types.UID { return p.UID }, owns)
 		case *podList:
-			kept := l.Items[:0]
-			for i := range l.Items {
-				if owns(l.Items[i].UID) {
-					kept = append(kept, l.Items[i])
-				}
-			}
-			clear(l.Items[len(kept):])
-			l.Items = kept
+			l.Items = keepOwned(l.Items, func(p *lifecycle.Pod) types.UID { return p.UID }, owns)
 		default:
 			return nil, fmt.Errorf("list pods: unexpected %T", l)
 		}
@@ -209,6 +195,19 @@ func filteredPodListWatch(c *currency, client any, selector string, owns func(ty
 		}), nil
 	}
 	return trackedListWatch(c, client, filteredList, filteredWatch)
+}
+
+// keepOwned drops, in place, the items whose UID owns rejects, and clears
+// the tail so that the dropped pods can be collected.
+func keepOwned[T any](items []T, uid func(*T) types.UID, owns func(types.UID) bool) []T {
+	kept := items[:0]
+	for i := range items {
+		if owns(uid(&items[i])) {
+			kept = append(kept, items[i])
+		}
+	}
+	clear(items[len(kept):])
+	return kept
 }
 
 // trackedListWatch is list and watch as a ListerWatcher whose lists and
