@@ -100,68 +100,58 @@ func run(in, out string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	p := plot.New()
-	p.Title.Text = "Resident memory (after 20 scrapes)"
-	p.X.Label.Text = "pods"
-	p.X.Min = 0
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Label.Text = "RSS (MB)"
-	p.Y.Min = 0
-	if err := lines(p, names, rss); err != nil {
-		return err
+	charts := []chart{
+		{file: "scale-rss.png", title: "Resident memory (after 20 scrapes)", y: "RSS (MB)", ticks: ticks, xys: rss},
+		{file: "scale-scrape.png", title: "/metrics scrape time, median of 20 (log scale)", y: "seconds", ticks: ticks, xys: scrape, log: true},
+		// kube-state-metrics' line starts at the top left; the CPU per
+		// update changes little with the pods, which leaves the bottom to
+		// the legend.
+		{file: "scale-cpu.png", title: "CPU per 1,000 pod updates, net of idle", y: "CPU seconds", ticks: ticks, xys: cpu, legendBottom: true},
 	}
-	if err := p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-rss.png")); err != nil {
-		return err
-	}
-
-	p = plot.New()
-	p.Title.Text = "/metrics scrape time, median of 20 (log scale)"
-	p.X.Label.Text = "pods"
-	p.X.Min = 0
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Label.Text = "seconds"
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	if err := lines(p, names, scrape); err != nil {
-		return err
-	}
-	if err := p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-scrape.png")); err != nil {
-		return err
-	}
-
-	p = plot.New()
-	p.Title.Text = "CPU per 1,000 pod updates, net of idle"
-	p.X.Label.Text = "pods"
-	p.X.Min = 0
-	p.X.Tick.Marker = plot.ConstantTicks(ticks)
-	p.Y.Label.Text = "CPU seconds"
-	p.Y.Min = 0
-	if err := lines(p, names, cpu); err != nil {
-		return err
-	}
-	// kube-state-metrics' line starts at the top left; the CPU per update
-	// changes little with the pods, which leaves the bottom to the legend.
-	p.Legend.Top = false
-	if err := p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-cpu.png")); err != nil {
-		return err
-	}
-
-	if len(restartTicks) == 0 {
+	if len(restartTicks) > 0 {
+		charts = append(charts, chart{file: "scale-restart.png", title: "Restart (SIGKILL) to a complete /metrics", y: "seconds", ticks: restartTicks, xys: restart})
+	} else {
 		// Measured without --restart: no plot, rather than an empty one.
 		fmt.Fprintln(os.Stderr, "plot: no restarts measured, scale-restart.png not written")
-		return nil
 	}
-	p = plot.New()
-	p.Title.Text = "Restart (SIGKILL) to a complete /metrics"
+	for _, c := range charts {
+		if err := c.save(names, filepath.Join(out, c.file)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chart is one PNG: a line per exporter against the pods.
+type chart struct {
+	file, title, y string
+	ticks          []plot.Tick
+	xys            map[string]plotter.XYs
+	// log scales the y axis; otherwise it starts at 0.
+	log bool
+	// legendBottom puts the legend at the bottom left instead of the top
+	// left.
+	legendBottom bool
+}
+
+func (c chart) save(names []string, path string) error {
+	p := plot.New()
+	p.Title.Text = c.title
 	p.X.Label.Text = "pods"
 	p.X.Min = 0
-	p.X.Tick.Marker = plot.ConstantTicks(restartTicks)
-	p.Y.Label.Text = "seconds"
-	p.Y.Min = 0
-	if err := lines(p, names, restart); err != nil {
+	p.X.Tick.Marker = plot.ConstantTicks(c.ticks)
+	p.Y.Label.Text = c.y
+	if c.log {
+		p.Y.Scale = plot.LogScale{}
+		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	} else {
+		p.Y.Min = 0
+	}
+	if err := lines(p, names, c.xys); err != nil {
 		return err
 	}
-	return p.Save(7*vg.Inch, 4*vg.Inch, filepath.Join(out, "scale-restart.png"))
+	p.Legend.Top = !c.legendBottom
+	return p.Save(7*vg.Inch, 4*vg.Inch, path)
 }
 
 func lines(p *plot.Plot, names []string, xys map[string]plotter.XYs) error {
