@@ -3,6 +3,7 @@ package collectors
 import (
 	"bytes"
 	"compress/gzip"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -534,4 +535,97 @@ func TestStalledScrapeDoesNotBlockTheStore(t *testing.T) {
 			require.NoError(t, <-done)
 		})
 	}
+}
+
+// manyPods stores n started pods: enough for a body of several MB, which
+// the gzip path hands over in several chunks.
+func manyPods(t *testing.T, s *store.Store, n int) {
+	t.Helper()
+	for i := range n {
+		require.NoError(t, s.Apply(store.Change{
+			UID:   types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
+			Meta:  &store.PodMeta{Namespace: "ns", Name: fmt.Sprintf("web-%06d", i), Node: fmt.Sprintf("node-%03d", i%100), RuntimeClass: "none", StorageClass: "none", PodLabels: []string{"web"}},
+			State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int64(i % 30), HasSandboxCreation: true},
+		}))
+	}
+}
+
+// The gzip body is compressed by another goroutine, chunk by chunk: once
+// decompressed it must be the identity body, byte for byte.
+func TestHandlerGzipBodyIsTheIdentityBody(t *testing.T) {
+	s := newStore(t)
+	manyPods(t, s, 30_000)
+	h := Handler(prometheus.NewRegistry(), NewPerPod(s, labels), discard)
+	scrape := func(gz bool) string {
+		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+		if gz {
+			req.Header.Set("Accept-Encoding", "gzip")
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code)
+		if !gz {
+			require.Empty(t, rec.Header().Get("Content-Encoding"))
+			return rec.Body.String()
+		}
+		require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
+		zr, err := gzip.NewReader(rec.Body)
+		require.NoError(t, err)
+		raw, err := io.ReadAll(zr)
+		require.NoError(t, err, "a complete gzip stream, trailer included")
+		return string(raw)
+	}
+	// The store lists pods in no fixed order, so the lines are compared
+	// sorted; the handler's own request counter differs between the two
+	// scrapes.
+	lines := func(body string) []string {
+		var keep []string
+		for _, l := range strings.SplitAfter(body, "\n") {
+			if !strings.Contains(l, "promhttp_metric_handler_requests") {
+				keep = append(keep, l)
+			}
+		}
+		slices.Sort(keep)
+		return keep
+	}
+	identity := scrape(false)
+	require.Greater(t, len(identity), 4<<20, "a body of several chunks")
+	require.Equal(t, 30_000, strings.Count(identity, "\npodslo_pod_sandbox_creation_seconds{"))
+	want, got := lines(identity), lines(scrape(true))
+	require.Len(t, got, len(want))
+	for i := range want {
+		// One line at a time: a diff of the whole body is unreadable.
+		require.Equal(t, want[i], got[i], "sorted line %d", i)
+	}
+}
+
+// failingWriter is a scraper that went away: every write fails.
+type failingWriter struct {
+	header http.Header
+	writes int
+}
+
+func (w *failingWriter) Header() http.Header { return w.header }
+func (w *failingWriter) WriteHeader(int)     {}
+func (w *failingWriter) Write([]byte) (int, error) {
+	w.writes++
+	return 0, errors.New("connection reset by peer")
+}
+
+// A scraper that goes away stops the rendering, and the handler returns:
+// the compressing goroutine's error reaches the renderer through the pipe.
+func TestHandlerGzipStopsWhenTheScraperGoesAway(t *testing.T) {
+	s := newStore(t)
+	manyPods(t, s, 30_000)
+	var logs bytes.Buffer
+	h := Handler(prometheus.NewRegistry(), NewPerPod(s, labels), slog.New(slog.NewTextHandler(&logs, nil)))
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "gzip")
+	w := &failingWriter{header: http.Header{}}
+	h.ServeHTTP(w, req)
+	// One chunk's compressed output fails, and nothing more is written:
+	// without the error, the body's chunks would each have been tried.
+	assert.LessOrEqual(t, w.writes, 2)
+	assert.Contains(t, logs.String(), "Writing per-pod metrics failed")
+	assert.Contains(t, logs.String(), "connection reset by peer")
 }
