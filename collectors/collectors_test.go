@@ -174,23 +174,7 @@ func TestHandlerServesBothAndGzip(t *testing.T) {
 	reg.MustRegister(NewSLIs(s, labels, discard))
 	h := Handler(reg, NewPerPod(s, labels), discard)
 	for _, gz := range []bool{false, true} {
-		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		if gz {
-			req.Header.Set("Accept-Encoding", "gzip")
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code)
-		var body io.Reader = rec.Body
-		if gz {
-			require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
-			zr, err := gzip.NewReader(rec.Body)
-			require.NoError(t, err)
-			body = zr
-		}
-		raw, err := io.ReadAll(body)
-		require.NoError(t, err)
-		fams := parseText(t, string(raw))
+		fams := parseText(t, scrapeBody(t, h, gz))
 		for _, name := range []string{"podslo_sandbox_creation_duration_seconds", "podslo_pod_sandbox_creation_seconds", "podslo_pod_sandbox_recreations_total", "promhttp_metric_handler_requests_total"} {
 			assert.Contains(t, fams, name, "gzip=%t", gz)
 		}
@@ -537,6 +521,29 @@ func TestStalledScrapeDoesNotBlockTheStore(t *testing.T) {
 	}
 }
 
+// scrapeBody scrapes h, asking for gzip or not, and returns the body,
+// decompressed: a gzip stream must be complete, trailer included.
+func scrapeBody(t *testing.T, h http.Handler, gz bool) string {
+	t.Helper()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if gz {
+		req.Header.Set("Accept-Encoding", "gzip")
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	require.Equal(t, http.StatusOK, rec.Code)
+	if !gz {
+		require.Empty(t, rec.Header().Get("Content-Encoding"))
+		return rec.Body.String()
+	}
+	require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
+	zr, err := gzip.NewReader(rec.Body)
+	require.NoError(t, err)
+	raw, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	return string(raw)
+}
+
 // manyPods stores n started pods: enough for a body of several MB, which
 // the gzip path hands over in several chunks.
 func manyPods(t *testing.T, s *store.Store, n int) {
@@ -556,25 +563,6 @@ func TestHandlerGzipBodyIsTheIdentityBody(t *testing.T) {
 	s := newStore(t)
 	manyPods(t, s, 30_000)
 	h := Handler(prometheus.NewRegistry(), NewPerPod(s, labels), discard)
-	scrape := func(gz bool) string {
-		req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-		if gz {
-			req.Header.Set("Accept-Encoding", "gzip")
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		require.Equal(t, http.StatusOK, rec.Code)
-		if !gz {
-			require.Empty(t, rec.Header().Get("Content-Encoding"))
-			return rec.Body.String()
-		}
-		require.Equal(t, "gzip", rec.Header().Get("Content-Encoding"))
-		zr, err := gzip.NewReader(rec.Body)
-		require.NoError(t, err)
-		raw, err := io.ReadAll(zr)
-		require.NoError(t, err, "a complete gzip stream, trailer included")
-		return string(raw)
-	}
 	// The store lists pods in no fixed order, so the lines are compared
 	// sorted; the handler's own request counter differs between the two
 	// scrapes.
@@ -588,10 +576,10 @@ func TestHandlerGzipBodyIsTheIdentityBody(t *testing.T) {
 		slices.Sort(keep)
 		return keep
 	}
-	identity := scrape(false)
+	identity := scrapeBody(t, h, false)
 	require.Greater(t, len(identity), 4<<20, "a body of several chunks")
 	require.Equal(t, 30_000, strings.Count(identity, "\npodslo_pod_sandbox_creation_seconds{"))
-	want, got := lines(identity), lines(scrape(true))
+	want, got := lines(identity), lines(scrapeBody(t, h, true))
 	require.Len(t, got, len(want))
 	for i := range want {
 		// One line at a time: a diff of the whole body is unreadable.
