@@ -3,6 +3,7 @@ package informers
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -161,12 +162,13 @@ func filteredPodListWatch(c *currency, client any, selector string, owns func(ty
 			return l, err
 		}
 		// In place, keeping the list's metadata: its continue token pages
-		// the relist.
+		// the relist. DeleteFunc clears the tail, so the dropped pods can
+		// be collected.
 		switch l := l.(type) {
 		case *corev1.PodList:
-			l.Items = keepOwned(l.Items, func(p *corev1.Pod) types.UID { return p.UID }, owns)
+			l.Items = slices.DeleteFunc(l.Items, func(p corev1.Pod) bool { return !owns(p.UID) })
 		case *podList:
-			l.Items = keepOwned(l.Items, func(p *lifecycle.Pod) types.UID { return p.UID }, owns)
+			l.Items = slices.DeleteFunc(l.Items, func(p lifecycle.Pod) bool { return !owns(p.UID) })
 		default:
 			return nil, fmt.Errorf("list pods: unexpected %T", l)
 		}
@@ -195,19 +197,6 @@ func filteredPodListWatch(c *currency, client any, selector string, owns func(ty
 		}), nil
 	}
 	return trackedListWatch(c, client, filteredList, filteredWatch)
-}
-
-// keepOwned drops, in place, the items whose UID owns rejects, and clears
-// the tail so that the dropped pods can be collected.
-func keepOwned[T any](items []T, uid func(*T) types.UID, owns func(types.UID) bool) []T {
-	kept := items[:0]
-	for i := range items {
-		if owns(uid(&items[i])) {
-			kept = append(kept, items[i])
-		}
-	}
-	clear(items[len(kept):])
-	return kept
 }
 
 // trackedListWatch is list and watch as a ListerWatcher whose lists and

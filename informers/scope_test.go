@@ -10,10 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/scope"
 )
 
@@ -79,6 +81,39 @@ func TestPodListWatchKeepsOnlyItsShard(t *testing.T) {
 	require.Len(t, seen, len(pods), "every pod in some shard")
 	for uid, n := range seen {
 		assert.Equal(t, 1, n, "pod %s seen by %d shards", uid, n)
+	}
+}
+
+// The exporter's own pod client lists decoded pods (podList): its list is
+// narrowed to the shard as the typed one is, in place, keeping the list's
+// continue token.
+func TestPodListOfDecodedPodsKeepsOnlyItsShard(t *testing.T) {
+	const total = 3
+	seen := map[types.UID]int{}
+	for shard := range total {
+		sc := scope.Scope{Shard: shard, TotalShards: total}
+		list := func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			l := &podList{ListMeta: metav1.ListMeta{Continue: "next-page"}}
+			for i := range 30 {
+				l.Items = append(l.Items, lifecycle.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("p%d", i), UID: types.UID(fmt.Sprintf("uid-%d", i))}})
+			}
+			return l, nil
+		}
+		noWatch := func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watch.NewEmptyWatch(), nil }
+		lw := filteredPodListWatch(newCurrency(time.Now), nil, "", sc.OwnsUID, list, noWatch)
+		obj, err := lw.List(metav1.ListOptions{})
+		require.NoError(t, err)
+		l := obj.(*podList)
+		assert.Equal(t, "next-page", l.Continue)
+		require.NotEmpty(t, l.Items, "shard %d owns none of the pods: pick other UIDs", shard)
+		for _, p := range l.Items {
+			assert.True(t, sc.OwnsUID(p.UID), "shard %d listed another shard's pod %s", shard, p.UID)
+			seen[p.UID]++
+		}
+	}
+	require.Len(t, seen, 30, "every pod in some shard")
+	for uid, n := range seen {
+		assert.Equal(t, 1, n, "pod %s listed by %d shards", uid, n)
 	}
 }
 
