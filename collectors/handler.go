@@ -55,6 +55,11 @@ func Handler(reg *prometheus.Registry, perPod *PerPod, log *slog.Logger) http.Ha
 	return promhttp.InstrumentMetricHandler(reg, h)
 }
 
+// gzipChunk is what the renderer hands to the compressing goroutine at a
+// time. At 64 KB the handoffs ate the gain (docs/benchmarks.md); it costs
+// twice its size per gzip scrape in flight.
+const gzipChunk = 512 << 10
+
 // compressBehind returns a writer whose bytes reach w gzipped, compressed
 // by another goroutine while the caller renders what follows: at 100k pods
 // gzip is about a third of a scrape (docs/benchmarks.md), and with two
@@ -63,11 +68,6 @@ func Handler(reg *prometheus.Registry, perPod *PerPod, log *slog.Logger) http.Ha
 // closes the pipe and returns once the goroutine has written the gzip
 // trailer; call it after flushing the writer, and before the handler
 // returns.
-// gzipChunk is what the renderer hands to the compressing goroutine at a
-// time. At 64 KB the handoffs ate the gain (docs/benchmarks.md); it costs
-// twice its size per gzip scrape in flight.
-const gzipChunk = 512 << 10
-
 func compressBehind(w io.Writer) (*bufio.Writer, func()) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
