@@ -9,18 +9,22 @@ type SLI uint8
 const (
 	// SandboxCreation is the latency from PodScheduled to the first sandbox
 	// readiness (KEP-3085).
-	SandboxCreation SLI = iota
+	SandboxCreation SLI = 0
 	// Termination is the latency from the deletion request to the sandbox
 	// going away (KEP-3085 Story 5).
-	Termination
+	Termination SLI = 1
 	// Readiness is the latency from the newest container start to Ready.
-	Readiness
+	Readiness SLI = 2
 	// StartupPhase is the start-up breakdown by phase.
-	StartupPhase
+	StartupPhase SLI = 3
 	// Stabilization is the latency from the first Ready to the first
 	// Stable (the Stable Pods proposal, written by podslo's agent).
-	Stabilization
-	numSLIs
+	Stabilization SLI = 4
+
+	// numSLIs is one past the last SLI: the values above are persisted
+	// (store/codec.go), so a new SLI takes the next value and none is
+	// ever renumbered.
+	numSLIs = Stabilization + 1
 )
 
 func (s SLI) String() string {
@@ -46,26 +50,30 @@ type Reason uint8
 const (
 	// TooOld: the event happened longer than MaxObservationAge before podslo
 	// first saw it, e.g. pods that were running before podslo was installed.
-	TooOld Reason = iota
+	TooOld Reason = 0
+
 	// NegativeDuration: the end is before the start, which only clock skew
 	// between the scheduler and the kubelet can cause.
-	NegativeDuration
+	NegativeDuration Reason = 1
 	// NoScheduledCondition: the sandbox is ready but PodScheduled is not True.
-	NoScheduledCondition
+	NoScheduledCondition Reason = 2
 	// InvalidCondition: a condition has a zero time or a status other than
 	// True, False or Unknown.
-	InvalidCondition
+	InvalidCondition Reason = 3
 	// Vanished: the pod was deleted before its termination could be
 	// measured: a force deletion, or a pod whose sandbox never existed.
-	Vanished
+	Vanished Reason = 4
 	// TerminatedBeforeDelete: the sandbox was already gone when the
 	// deletion was requested (a completed pod, say), so the deletion cost
 	// no termination.
-	TerminatedBeforeDelete
+	TerminatedBeforeDelete Reason = 5
 	// NoContainerStarted: the pod is Ready but no container reports a
 	// running start time.
-	NoContainerStarted
-	numReasons
+	NoContainerStarted Reason = 6
+
+	// numReasons is one past the last Reason; as for SLI, the values are
+	// persisted and only ever appended.
+	numReasons = NoContainerStarted + 1
 )
 
 func (r Reason) String() string {
@@ -94,12 +102,34 @@ type Skip struct {
 	Reason Reason
 }
 
+// Known reports whether this release knows both the SLI and the Reason: a
+// state written by a newer release may name values appended since.
+func (s Skip) Known() bool { return s.SLI < numSLIs && s.Reason < numReasons }
+
 // SkipSet remembers which skips were already counted for a pod, so that a pod
 // that stays malformed for a thousand updates is counted once, not a thousand
-// times.
+// times. Its bit layout depends on numReasons and lives in memory only; the
+// store persists the skips by their fixed SLI and Reason values.
 type SkipSet uint64
 
+// A SkipSet has a bit for every SLI and Reason: this fails to compile once
+// they no longer fit in 64 bits.
+var _ [64 - int(numSLIs)*int(numReasons)]struct{}
+
 func skipBit(s Skip) SkipSet { return 1 << (uint(s.SLI)*uint(numReasons) + uint(s.Reason)) }
+
+// All returns every skip in the set, in order of SLI, then Reason.
+func (m SkipSet) All() []Skip {
+	var out []Skip
+	for sli := range numSLIs {
+		for r := range numReasons {
+			if s := (Skip{SLI: sli, Reason: r}); m.Has(s) {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
 
 // Has reports whether s was already counted.
 func (m SkipSet) Has(s Skip) bool { return m&skipBit(s) != 0 }
@@ -112,20 +142,24 @@ type Phase uint8
 
 const (
 	// PhaseScheduling runs from creation to PodScheduled.
-	PhaseScheduling Phase = iota
+	PhaseScheduling Phase = 0
+
 	// PhaseSandbox runs from PodScheduled to the first sandbox readiness.
-	PhaseSandbox
+	PhaseSandbox Phase = 1
 	// PhaseInit runs from sandbox readiness to Initialized, for pods with
 	// init containers only.
-	PhaseInit
+	PhaseInit Phase = 2
 	// PhaseContainers runs from the later of sandbox readiness and
 	// Initialized to the newest container start.
-	PhaseContainers
+	PhaseContainers Phase = 3
 	// PhaseReadiness runs from the newest container start to Ready.
-	PhaseReadiness
+	PhaseReadiness Phase = 4
 	// PhaseTotal runs from creation to Ready.
-	PhaseTotal
-	numPhases
+	PhaseTotal Phase = 5
+
+	// numPhases is one past the last Phase; the values are persisted as
+	// PhaseSet bits and only ever appended.
+	numPhases = PhaseTotal + 1
 )
 
 func (p Phase) String() string {
@@ -146,8 +180,15 @@ func (p Phase) String() string {
 	return fmt.Sprintf("phase(%d)", uint8(p))
 }
 
-// PhaseSet remembers which phases are done: observed or skipped.
+// Known reports whether this release knows the phase.
+func (p Phase) Known() bool { return p < numPhases }
+
+// PhaseSet remembers which phases are done: observed or skipped. Bit p is
+// Phase p, whose value is fixed, so the store persists the set as it is.
 type PhaseSet uint8
+
+// This fails to compile once the phases no longer fit in a PhaseSet.
+var _ [8 - int(numPhases)]struct{}
 
 // Has reports whether p is done.
 func (m PhaseSet) Has(p Phase) bool { return m&(1<<p) != 0 }

@@ -4,9 +4,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"math"
+	"slices"
+	"sort"
 
 	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
@@ -21,14 +25,70 @@ const (
 	prefixSetting   = 'm' // 'm' + setting name: what the state was written under
 )
 
-// Record format versions. A record with an unknown version is dropped and
-// counted, never misread.
+// A record is its format's number in one byte, the format's body, and, from
+// format 2 on, a CRC-32C of both in four bytes (little-endian).
+//
+// Format 2's body is a sequence of protobuf-style tagged fields
+// (protowire): a field that is zero is left out, and a reader skips every
+// field number it does not know. So a release adds a field under a new
+// number and keeps format 2; an older release reads that record with the
+// field absent, and a newer release reads an older record the same way. A
+// field number is never reused nor given another meaning. Only a change
+// that an older reader would misread takes the next format number, and a
+// release refuses to start on a format it does not know (ErrNewerFormat)
+// rather than guess. The rules are in docs/architecture.md; codec_test.go
+// holds the golden records that keep them.
 const (
-	podRecordV1       = 1
-	aggregateRecordV1 = 1
+	podRecordV2       = 2
+	aggregateRecordV2 = 2
+	// maxFormat is the newest record format this release reads.
+	maxFormat = 2
 )
 
-var errDecode = errors.New("malformed record")
+var (
+	// errDecode is a record that does not parse though its checksum, if it
+	// has one, holds: a bug, or a writer that broke the rules.
+	errDecode = errors.New("malformed record")
+	// errChecksum is a record whose bytes changed after they were written:
+	// the only kind of damage the store calls a corrupt record.
+	errChecksum = errors.New("record checksum mismatch")
+	// ErrNewerFormat means the state holds a record in a format newer than
+	// this release reads: it was written by a later podslo. The store will
+	// not start on it, since guessing could count pods twice, and it
+	// changes nothing in it.
+	ErrNewerFormat = errors.New("state record is in a newer format than this release reads")
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+func sealRecord(b []byte) []byte {
+	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, crcTable))
+}
+
+// openRecord checks a format-2 record's checksum and returns its body.
+func openRecord(b []byte) ([]byte, error) {
+	if len(b) < 5 {
+		return nil, fmt.Errorf("%d bytes: %w", len(b), errChecksum)
+	}
+	body, sum := b[:len(b)-4], binary.LittleEndian.Uint32(b[len(b)-4:])
+	if crc32.Checksum(body, crcTable) != sum {
+		return nil, errChecksum
+	}
+	return body[1:], nil
+}
+
+// recordFormat tells the format of a record from its first byte: a format
+// newer than this release reads is ErrNewerFormat, a zero one or an empty
+// record is corrupt.
+func recordFormat(b []byte) (byte, error) {
+	switch {
+	case len(b) == 0 || b[0] == 0:
+		return 0, fmt.Errorf("no format byte: %w", errChecksum)
+	case b[0] > maxFormat:
+		return 0, fmt.Errorf("format %d, and this release reads up to %d: %w", b[0], maxFormat, ErrNewerFormat)
+	}
+	return b[0], nil
+}
 
 func podKey(uid types.UID) []byte {
 	if u, err := uuid.Parse(string(uid)); err == nil {
@@ -54,88 +114,32 @@ func uidFromKey(k []byte) (types.UID, error) {
 	return "", fmt.Errorf("pod key %q: %w", k, errDecode)
 }
 
-// State flag bits in the encoded pod record.
+// State flag bits, in format 1's flags and format 2's podFlags field alike.
+// They are persisted: a new flag takes the next bit, and a reader ignores
+// the bits it does not know.
 const (
-	flagHasSandboxCreation = 1 << iota
-	flagTimedOut
-	flagUserError
-	flagExcluded
-	flagHasTermination
-	flagTerminationDone
-	flagHasReadiness
-	flagHasStabilization
-	flagStable
-	flagStableSeen
-	// flagSeenLate came after V1 records were first written; older records
-	// simply lack it, which is what they meant.
-	flagSeenLate
+	flagHasSandboxCreation = 1 << 0
+	flagTimedOut           = 1 << 1
+	flagUserError          = 1 << 2
+	flagExcluded           = 1 << 3
+	flagHasTermination     = 1 << 4
+	flagTerminationDone    = 1 << 5
+	flagHasReadiness       = 1 << 6
+	flagHasStabilization   = 1 << 7
+	flagStable             = 1 << 8
+	flagStableSeen         = 1 << 9
+	flagSeenLate           = 1 << 10
 )
 
-// encodeState writes times as varints, most of them as deltas from the
-// time the pod was scheduled, which keeps a record around 20 bytes.
-func encodeState(s lifecycle.State) []byte {
-	b := make([]byte, 0, 40)
-	b = append(b, podRecordV1)
-	flags := flag(s.HasSandboxCreation, flagHasSandboxCreation) | flag(s.TimedOut, flagTimedOut) |
+func stateFlags(s *lifecycle.State) uint64 {
+	return flag(s.HasSandboxCreation, flagHasSandboxCreation) | flag(s.TimedOut, flagTimedOut) |
 		flag(s.UserError, flagUserError) | flag(s.Excluded, flagExcluded) | flag(s.HasTermination, flagHasTermination) |
 		flag(s.TerminationDone, flagTerminationDone) | flag(s.HasReadiness, flagHasReadiness) |
 		flag(s.HasStabilization, flagHasStabilization) | flag(s.Stable, flagStable) | flag(s.StableSeen, flagStableSeen) |
 		flag(s.SeenLate, flagSeenLate)
-	b = binary.AppendUvarint(b, flags)
-	b = append(b, byte(s.Phases))
-	base := s.Scheduled
-	b = binary.AppendVarint(b, base)
-	for _, t := range []int64{s.FirstSandboxReady, s.LastSandboxReady, s.DeletionRequested, s.FirstReady, s.FirstStable, s.StabilityLost} {
-		b = appendTime(b, t, base)
-	}
-	b = binary.AppendVarint(b, s.SandboxCreation)
-	b = binary.AppendVarint(b, s.Termination)
-	b = binary.AppendVarint(b, s.Readiness)
-	b = binary.AppendVarint(b, s.Stabilization)
-	b = binary.AppendUvarint(b, uint64(s.Recreations))
-	b = binary.AppendUvarint(b, uint64(s.StabilityLosses))
-	b = binary.AppendUvarint(b, uint64(s.Skipped))
-	return b
 }
 
-func flag(set bool, bit uint64) uint64 {
-	if set {
-		return bit
-	}
-	return 0
-}
-
-// appendTime writes 0 for "not seen" and otherwise the delta from base plus
-// one, so that a time equal to base is not mistaken for "not seen".
-func appendTime(b []byte, t, base int64) []byte {
-	if t == 0 {
-		return binary.AppendVarint(b, 0)
-	}
-	d := t - base
-	if d >= 0 {
-		d++
-	}
-	return binary.AppendVarint(b, d)
-}
-
-func readTime(r *reader, base int64) int64 {
-	d := r.varint()
-	switch {
-	case d == 0:
-		return 0
-	case d > 0:
-		return base + d - 1
-	}
-	return base + d
-}
-
-func decodeState(b []byte) (lifecycle.State, error) {
-	var s lifecycle.State
-	r := reader{b: b}
-	if v := r.byte(); v != podRecordV1 {
-		return s, fmt.Errorf("pod record version %d: %w", v, errDecode)
-	}
-	flags := r.uvarint()
+func setFlags(s *lifecycle.State, flags uint64) {
 	s.HasSandboxCreation = flags&flagHasSandboxCreation != 0
 	s.TimedOut = flags&flagTimedOut != 0
 	s.UserError = flags&flagUserError != 0
@@ -147,22 +151,230 @@ func decodeState(b []byte) (lifecycle.State, error) {
 	s.Stable = flags&flagStable != 0
 	s.StableSeen = flags&flagStableSeen != 0
 	s.SeenLate = flags&flagSeenLate != 0
-	s.Phases = lifecycle.PhaseSet(r.byte())
-	s.Scheduled = r.varint()
-	s.FirstSandboxReady = readTime(&r, s.Scheduled)
-	s.LastSandboxReady = readTime(&r, s.Scheduled)
-	s.DeletionRequested = readTime(&r, s.Scheduled)
-	s.FirstReady = readTime(&r, s.Scheduled)
-	s.FirstStable = readTime(&r, s.Scheduled)
-	s.StabilityLost = readTime(&r, s.Scheduled)
-	s.SandboxCreation = r.varint()
-	s.Termination = r.varint()
-	s.Readiness = r.varint()
-	s.Stabilization = r.varint()
-	s.Recreations = uint32(r.uvarint())
-	s.StabilityLosses = uint32(r.uvarint())
-	s.Skipped = lifecycle.SkipSet(r.uvarint())
-	return s, r.done()
+}
+
+func flag(set bool, bit uint64) uint64 {
+	if set {
+		return bit
+	}
+	return 0
+}
+
+// The fields of a format-2 pod record. Times other than Scheduled are
+// deltas from Scheduled (a record stays around 40 bytes); every signed
+// number is zigzag-encoded. A field is written only when it is not zero,
+// and an absent field reads as zero: "not seen".
+const (
+	podFlags             protowire.Number = 1  // varint: the flag* bits
+	podPhases            protowire.Number = 2  // varint: bit p is lifecycle.Phase p
+	podScheduled         protowire.Number = 3  // Unix seconds
+	podFirstSandboxReady protowire.Number = 4  // delta
+	podLastSandboxReady  protowire.Number = 5  // delta
+	podDeletionRequested protowire.Number = 6  // delta
+	podFirstReady        protowire.Number = 7  // delta
+	podFirstStable       protowire.Number = 8  // delta
+	podStabilityLost     protowire.Number = 9  // delta
+	podSandboxCreation   protowire.Number = 10 // seconds
+	podTermination       protowire.Number = 11 // seconds
+	podReadiness         protowire.Number = 12 // seconds
+	podStabilization     protowire.Number = 13 // seconds
+	podRecreations       protowire.Number = 14 // varint
+	podStabilityLosses   protowire.Number = 15 // varint
+	podSkipped           protowire.Number = 16 // packed varints: SLI<<8 | Reason
+)
+
+// podFieldNames names every pod field number ever used, for the golden test
+// that keeps them from being renumbered or reused.
+var podFieldNames = map[protowire.Number]string{
+	podFlags: "flags", podPhases: "phases", podScheduled: "scheduled",
+	podFirstSandboxReady: "first_sandbox_ready", podLastSandboxReady: "last_sandbox_ready",
+	podDeletionRequested: "deletion_requested", podFirstReady: "first_ready", podFirstStable: "first_stable",
+	podStabilityLost: "stability_lost", podSandboxCreation: "sandbox_creation", podTermination: "termination",
+	podReadiness: "readiness", podStabilization: "stabilization", podRecreations: "recreations",
+	podStabilityLosses: "stability_losses", podSkipped: "skipped",
+}
+
+func appendUint(b []byte, num protowire.Number, v uint64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, v)
+}
+
+func appendInt(b []byte, num protowire.Number, v int64) []byte {
+	return appendUint(b, num, protowire.EncodeZigZag(v))
+}
+
+// appendTime writes a time as its delta from base; a time equal to base is
+// written (as 0) so that it is not taken for "not seen".
+func appendTime(b []byte, num protowire.Number, t, base int64) []byte {
+	if t == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.VarintType)
+	return protowire.AppendVarint(b, protowire.EncodeZigZag(t-base))
+}
+
+func encodeState(s lifecycle.State) []byte {
+	b := make([]byte, 0, 64)
+	b = append(b, podRecordV2)
+	b = appendUint(b, podFlags, stateFlags(&s))
+	b = appendUint(b, podPhases, uint64(s.Phases))
+	b = appendInt(b, podScheduled, s.Scheduled)
+	b = appendTime(b, podFirstSandboxReady, s.FirstSandboxReady, s.Scheduled)
+	b = appendTime(b, podLastSandboxReady, s.LastSandboxReady, s.Scheduled)
+	b = appendTime(b, podDeletionRequested, s.DeletionRequested, s.Scheduled)
+	b = appendTime(b, podFirstReady, s.FirstReady, s.Scheduled)
+	b = appendTime(b, podFirstStable, s.FirstStable, s.Scheduled)
+	b = appendTime(b, podStabilityLost, s.StabilityLost, s.Scheduled)
+	b = appendInt(b, podSandboxCreation, s.SandboxCreation)
+	b = appendInt(b, podTermination, s.Termination)
+	b = appendInt(b, podReadiness, s.Readiness)
+	b = appendInt(b, podStabilization, s.Stabilization)
+	b = appendUint(b, podRecreations, uint64(s.Recreations))
+	b = appendUint(b, podStabilityLosses, uint64(s.StabilityLosses))
+	if s.Skipped != 0 {
+		var packed []byte
+		for _, sk := range s.Skipped.All() {
+			packed = protowire.AppendVarint(packed, uint64(sk.SLI)<<8|uint64(sk.Reason))
+		}
+		b = protowire.AppendTag(b, podSkipped, protowire.BytesType)
+		b = protowire.AppendBytes(b, packed)
+	}
+	return sealRecord(b)
+}
+
+// decodeState reads a pod record of any format this release knows.
+func decodeState(b []byte) (lifecycle.State, error) {
+	format, err := recordFormat(b)
+	if err != nil {
+		return lifecycle.State{}, err
+	}
+	if format == podRecordV1 {
+		s, err := decodeStateV1(b)
+		if err != nil {
+			// Format 1 has no checksum: a record 0.1.0 wrote always
+			// decodes, so one that does not was damaged.
+			return s, fmt.Errorf("format 1: %w (%w)", errChecksum, err)
+		}
+		return s, nil
+	}
+	body, err := openRecord(b)
+	if err != nil {
+		return lifecycle.State{}, err
+	}
+	var s lifecycle.State
+	// Times are deltas from Scheduled, which may come after them in a
+	// record from another release: they are resolved at the end.
+	var times [6]struct {
+		v   int64
+		set bool
+	}
+	err = fields(body, func(num protowire.Number, v uint64, bytes []byte) error {
+		switch num {
+		case podFlags:
+			setFlags(&s, v)
+		case podPhases:
+			for p := lifecycle.Phase(0); v>>p != 0; p++ {
+				if v&(1<<p) != 0 && p.Known() {
+					s.Phases = s.Phases.With(p)
+				}
+			}
+		case podScheduled:
+			s.Scheduled = protowire.DecodeZigZag(v)
+		case podFirstSandboxReady, podLastSandboxReady, podDeletionRequested, podFirstReady, podFirstStable, podStabilityLost:
+			times[num-podFirstSandboxReady].v, times[num-podFirstSandboxReady].set = protowire.DecodeZigZag(v), true
+		case podSandboxCreation:
+			s.SandboxCreation = protowire.DecodeZigZag(v)
+		case podTermination:
+			s.Termination = protowire.DecodeZigZag(v)
+		case podReadiness:
+			s.Readiness = protowire.DecodeZigZag(v)
+		case podStabilization:
+			s.Stabilization = protowire.DecodeZigZag(v)
+		case podRecreations:
+			s.Recreations = uint32(v)
+		case podStabilityLosses:
+			s.StabilityLosses = uint32(v)
+		case podSkipped:
+			for len(bytes) > 0 {
+				x, n := protowire.ConsumeVarint(bytes)
+				if n < 0 {
+					return fmt.Errorf("skipped: %w", errDecode)
+				}
+				bytes = bytes[n:]
+				// A skip of an SLI or Reason this release does not know
+				// was written by a newer one: it cannot be counted here.
+				if sk := (lifecycle.Skip{SLI: lifecycle.SLI(x >> 8), Reason: lifecycle.Reason(x & 0xff)}); x>>16 == 0 && sk.Known() {
+					s.Skipped = s.Skipped.With(sk)
+				}
+			}
+		}
+		return nil
+	}, podWireTypes)
+	if err != nil {
+		return lifecycle.State{}, err
+	}
+	for i, p := range []*int64{&s.FirstSandboxReady, &s.LastSandboxReady, &s.DeletionRequested, &s.FirstReady, &s.FirstStable, &s.StabilityLost} {
+		if times[i].set {
+			*p = s.Scheduled + times[i].v
+		}
+	}
+	return s, nil
+}
+
+func podWireTypes(num protowire.Number) (protowire.Type, bool) {
+	switch {
+	case num == podSkipped:
+		return protowire.BytesType, true
+	case num >= podFlags && num < podSkipped:
+		return protowire.VarintType, true
+	}
+	return 0, false
+}
+
+// fields calls fn for each field of body whose number wantType knows, with
+// its value (varint and fixed64 fields) or its bytes (length-delimited
+// ones), and skips every other field: those of a newer release.
+func fields(body []byte, fn func(num protowire.Number, v uint64, b []byte) error, wantType func(protowire.Number) (protowire.Type, bool)) error {
+	for len(body) > 0 {
+		num, typ, n := protowire.ConsumeTag(body)
+		if n < 0 {
+			return fmt.Errorf("tag: %w", errDecode)
+		}
+		body = body[n:]
+		want, known := wantType(num)
+		if !known {
+			n = protowire.ConsumeFieldValue(num, typ, body)
+			if n < 0 {
+				return fmt.Errorf("field %d: %w", num, errDecode)
+			}
+			body = body[n:]
+			continue
+		}
+		if typ != want {
+			return fmt.Errorf("field %d has wire type %d, want %d: %w", num, typ, want, errDecode)
+		}
+		var v uint64
+		var b []byte
+		switch typ {
+		case protowire.VarintType:
+			v, n = protowire.ConsumeVarint(body)
+		case protowire.Fixed64Type:
+			v, n = protowire.ConsumeFixed64(body)
+		case protowire.BytesType:
+			b, n = protowire.ConsumeBytes(body)
+		}
+		if n < 0 {
+			return fmt.Errorf("field %d: %w", num, errDecode)
+		}
+		body = body[n:]
+		if err := fn(num, v, b); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func aggregateKey(family string, labels string) []byte {
@@ -182,138 +394,232 @@ func splitAggregateKey(k []byte) (family, labels string, err error) {
 	return "", "", fmt.Errorf("aggregate key %q: %w", k, errDecode)
 }
 
-// Aggregate kinds in the encoded record.
+// Aggregate kinds, persisted: a kind a reader does not know is a record it
+// cannot use, so a new kind needs a new format.
 const (
 	kindCounter   = 1
 	kindHistogram = 2
 )
 
-func encodeAggregate(a *Aggregate) []byte {
+// The fields of a format-2 aggregate record.
+const (
+	aggCreated   protowire.Number = 1  // Unix seconds, zigzag
+	aggKind      protowire.Number = 2  // varint: kindCounter or kindHistogram
+	aggValue     protowire.Number = 3  // fixed64: a counter's value
+	aggCount     protowire.Number = 4  // varint
+	aggSum       protowire.Number = 5  // fixed64
+	aggBounds    protowire.Number = 6  // packed fixed64: the classic bounds the counts were written with
+	aggClassic   protowire.Number = 7  // packed varints: per-bucket counts, +Inf last
+	aggSchema    protowire.Number = 8  // zigzag
+	aggZeroCount protowire.Number = 9  // varint
+	aggNative    protowire.Number = 10 // packed varints: zigzag index delta, count; in index order
+)
+
+var aggregateFieldNames = map[protowire.Number]string{
+	aggCreated: "created", aggKind: "kind", aggValue: "value", aggCount: "count", aggSum: "sum",
+	aggBounds: "bounds", aggClassic: "classic", aggSchema: "schema", aggZeroCount: "zero_count", aggNative: "native",
+}
+
+func aggregateWireTypes(num protowire.Number) (protowire.Type, bool) {
+	switch num {
+	case aggCreated, aggKind, aggCount, aggSchema, aggZeroCount:
+		return protowire.VarintType, true
+	case aggValue, aggSum:
+		return protowire.Fixed64Type, true
+	case aggBounds, aggClassic, aggNative:
+		return protowire.BytesType, true
+	}
+	return 0, false
+}
+
+func appendFixed(b []byte, num protowire.Number, v float64) []byte {
+	if v == 0 {
+		return b
+	}
+	b = protowire.AppendTag(b, num, protowire.Fixed64Type)
+	return protowire.AppendFixed64(b, math.Float64bits(v))
+}
+
+// encodeAggregate writes a with the classic bounds its counts are in, so
+// that a release with other bounds can carry the counts over (rebucket).
+func encodeAggregate(a *Aggregate, bounds []float64) []byte {
 	b := make([]byte, 0, 64)
-	b = append(b, aggregateRecordV1)
-	b = binary.AppendVarint(b, a.Created)
+	b = append(b, aggregateRecordV2)
+	b = appendInt(b, aggCreated, a.Created)
 	if a.Histogram == nil {
-		b = append(b, kindCounter)
-		return binary.LittleEndian.AppendUint64(b, math.Float64bits(a.Value))
+		b = appendUint(b, aggKind, kindCounter)
+		b = appendFixed(b, aggValue, a.Value)
+		return sealRecord(b)
 	}
 	h := a.Histogram
-	b = append(b, kindHistogram)
-	b = binary.AppendUvarint(b, h.Count)
-	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(h.Sum))
-	b = binary.AppendUvarint(b, uint64(len(h.Classic)))
+	b = appendUint(b, aggKind, kindHistogram)
+	b = appendUint(b, aggCount, h.Count)
+	b = appendFixed(b, aggSum, h.Sum)
+	packed := make([]byte, 0, 8*len(bounds))
+	for _, x := range bounds {
+		packed = protowire.AppendFixed64(packed, math.Float64bits(x))
+	}
+	b = protowire.AppendTag(b, aggBounds, protowire.BytesType)
+	b = protowire.AppendBytes(b, packed)
+	packed = packed[:0]
 	for _, c := range h.Classic {
-		b = binary.AppendUvarint(b, c)
+		packed = protowire.AppendVarint(packed, c)
 	}
-	b = binary.AppendVarint(b, int64(h.Schema))
-	b = binary.AppendUvarint(b, h.ZeroCount)
-	b = binary.AppendUvarint(b, uint64(len(h.Native)))
-	for _, nb := range h.Native {
-		b = binary.AppendVarint(b, int64(nb.Index))
-		b = binary.AppendUvarint(b, nb.Count)
+	b = protowire.AppendTag(b, aggClassic, protowire.BytesType)
+	b = protowire.AppendBytes(b, packed)
+	b = appendInt(b, aggSchema, int64(h.Schema))
+	b = appendUint(b, aggZeroCount, h.ZeroCount)
+	if len(h.Native) > 0 {
+		packed = packed[:0]
+		prev := int32(0)
+		for _, nb := range h.Native {
+			packed = protowire.AppendVarint(packed, protowire.EncodeZigZag(int64(nb.Index-prev)))
+			packed = protowire.AppendVarint(packed, nb.Count)
+			prev = nb.Index
+		}
+		b = protowire.AppendTag(b, aggNative, protowire.BytesType)
+		b = protowire.AppendBytes(b, packed)
 	}
-	return b
+	return sealRecord(b)
 }
 
+// storedAggregate is an aggregate as read, with the classic bounds its
+// counts were written with.
+type storedAggregate struct {
+	Aggregate
+	bounds []float64
+}
+
+// decodeAggregate reads an aggregate record of any format this release
+// knows and moves its classic counts onto bounds (rebucket).
 func decodeAggregate(b []byte, bounds []float64) (*Aggregate, error) {
-	r := reader{b: b}
-	if v := r.byte(); v != aggregateRecordV1 {
-		return nil, fmt.Errorf("aggregate record version %d: %w", v, errDecode)
+	format, err := recordFormat(b)
+	if err != nil {
+		return nil, err
 	}
-	a := &Aggregate{Created: r.varint()}
-	switch r.byte() {
+	var a *storedAggregate
+	if format == aggregateRecordV1 {
+		if a, err = decodeAggregateV1(b); err != nil {
+			return nil, fmt.Errorf("format 1: %w (%w)", errChecksum, err)
+		}
+	} else if a, err = decodeAggregateV2(b); err != nil {
+		return nil, err
+	}
+	if a.Histogram != nil {
+		a.Histogram.Classic = rebucket(a.Histogram.Classic, a.bounds, bounds)
+	}
+	return &a.Aggregate, nil
+}
+
+func decodeAggregateV2(b []byte) (*storedAggregate, error) {
+	body, err := openRecord(b)
+	if err != nil {
+		return nil, err
+	}
+	a := &storedAggregate{}
+	h := &Histogram{}
+	var kind uint64
+	var classic, native, bounds []byte
+	err = fields(body, func(num protowire.Number, v uint64, bs []byte) error {
+		switch num {
+		case aggCreated:
+			a.Created = protowire.DecodeZigZag(v)
+		case aggKind:
+			kind = v
+		case aggValue:
+			a.Value = math.Float64frombits(v)
+		case aggCount:
+			h.Count = v
+		case aggSum:
+			h.Sum = math.Float64frombits(v)
+		case aggBounds:
+			bounds = bs
+		case aggClassic:
+			classic = bs
+		case aggSchema:
+			h.Schema = int32(protowire.DecodeZigZag(v))
+		case aggZeroCount:
+			h.ZeroCount = v
+		case aggNative:
+			native = bs
+		}
+		return nil
+	}, aggregateWireTypes)
+	if err != nil {
+		return nil, err
+	}
+	switch kind {
 	case kindCounter:
-		a.Value = math.Float64frombits(r.uint64())
-		return a, r.done()
+		return a, nil
 	case kindHistogram:
 	default:
-		return nil, fmt.Errorf("aggregate kind: %w", errDecode)
+		return nil, fmt.Errorf("aggregate kind %d: %w", kind, ErrNewerFormat)
 	}
-	h := &Histogram{Count: r.uvarint(), Sum: math.Float64frombits(r.uint64())}
-	n := r.uvarint()
-	if r.err == nil && n != uint64(len(bounds)+1) {
-		// Bucket layout changed between versions: the old counts cannot be
-		// re-bucketed, so the series starts again (a counter reset).
-		return nil, fmt.Errorf("histogram has %d buckets, want %d: %w", n, len(bounds)+1, errDecode)
+	if len(bounds)%8 != 0 {
+		return nil, fmt.Errorf("bounds of %d bytes: %w", len(bounds), errDecode)
 	}
-	h.Classic = make([]uint64, len(bounds)+1)
-	for i := range h.Classic {
-		h.Classic[i] = r.uvarint()
+	for ; len(bounds) > 0; bounds = bounds[8:] {
+		a.bounds = append(a.bounds, math.Float64frombits(binary.LittleEndian.Uint64(bounds)))
 	}
-	h.Schema = int32(r.varint())
-	h.ZeroCount = r.uvarint()
-	nn := r.uvarint()
-	if r.err == nil && nn > maxNativeBuckets {
-		return nil, fmt.Errorf("histogram has %d native buckets: %w", nn, errDecode)
+	if !slices.IsSorted(a.bounds) {
+		return nil, fmt.Errorf("bounds out of order: %w", errDecode)
 	}
-	h.Native = make([]NativeBucket, 0, nn)
-	for i := uint64(0); i < nn && r.err == nil; i++ {
-		nb := NativeBucket{Index: int32(r.varint()), Count: r.uvarint()}
-		if n := len(h.Native); n > 0 && nb.Index <= h.Native[n-1].Index {
+	for len(classic) > 0 {
+		c, n := protowire.ConsumeVarint(classic)
+		if n < 0 {
+			return nil, fmt.Errorf("classic counts: %w", errDecode)
+		}
+		h.Classic, classic = append(h.Classic, c), classic[n:]
+	}
+	if len(h.Classic) != len(a.bounds)+1 {
+		return nil, fmt.Errorf("%d classic counts for %d bounds: %w", len(h.Classic), len(a.bounds), errDecode)
+	}
+	if h.Schema < nativeMinSchema || h.Schema > nativeInitialSchema {
+		return nil, fmt.Errorf("native schema %d: %w", h.Schema, errDecode)
+	}
+	idx := int64(0)
+	for len(native) > 0 {
+		d, n := protowire.ConsumeVarint(native)
+		if n < 0 {
+			return nil, fmt.Errorf("native buckets: %w", errDecode)
+		}
+		c, m := protowire.ConsumeVarint(native[n:])
+		if m < 0 {
+			return nil, fmt.Errorf("native buckets: %w", errDecode)
+		}
+		native = native[n+m:]
+		delta := protowire.DecodeZigZag(d)
+		if len(h.Native) > 0 && delta <= 0 {
 			return nil, fmt.Errorf("native buckets out of order: %w", errDecode)
 		}
-		h.Native = append(h.Native, nb)
+		idx += delta
+		if idx < math.MinInt32 || idx > math.MaxInt32 || len(h.Native) == maxNativeBuckets {
+			return nil, fmt.Errorf("native buckets out of range: %w", errDecode)
+		}
+		h.Native = append(h.Native, NativeBucket{Index: int32(idx), Count: c})
 	}
 	a.Histogram = h
-	return a, r.done()
+	return a, nil
 }
 
-// reader decodes a record and remembers the first error, so that decoding
-// code reads straight through and checks once at the end.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) fail() {
-	if r.err == nil {
-		r.err = errDecode
+// rebucket moves classic counts written under the bounds from onto the
+// bounds to. Each old bucket's count goes to the new bucket that holds its
+// upper bound: the cumulative count at every bound the two layouts share is
+// unchanged, so those series go on without a reset, and a new bound starts
+// with what is certainly below it (an old bucket that straddles it counts
+// above). Counts are never split, dropped or counted twice; Count and Sum
+// do not change.
+func rebucket(counts []uint64, from, to []float64) []uint64 {
+	if slices.Equal(from, to) {
+		return counts
 	}
-	r.b = nil
-}
-
-func (r *reader) byte() byte {
-	if len(r.b) < 1 {
-		r.fail()
-		return 0
+	out := make([]uint64, len(to)+1)
+	for i, c := range counts {
+		j := len(to) // +Inf
+		if i < len(from) {
+			j = sort.SearchFloat64s(to, from[i])
+		}
+		out[j] += c
 	}
-	v := r.b[0]
-	r.b = r.b[1:]
-	return v
-}
-
-func (r *reader) uint64() uint64 {
-	if len(r.b) < 8 {
-		r.fail()
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
-}
-
-func (r *reader) varint() int64 {
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) uvarint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) done() error {
-	if r.err == nil && len(r.b) != 0 {
-		r.err = fmt.Errorf("%d trailing bytes: %w", len(r.b), errDecode)
-	}
-	return r.err
+	return out
 }

@@ -1,45 +1,324 @@
 package store
 
 import (
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/podslo/podslo/lifecycle"
 )
 
-func TestStateRoundTrip(t *testing.T) {
-	full := lifecycle.State{
+// fullState sets every field of State, every phase and, per SLI, two skips.
+func fullState() lifecycle.State {
+	s := lifecycle.State{
 		Scheduled: 1700000000, FirstSandboxReady: 1700000003, LastSandboxReady: 1700007200, SandboxCreation: 3, HasSandboxCreation: true,
 		Recreations: 2, TimedOut: true, UserError: true, Excluded: true,
 		DeletionRequested: 1700009000, Termination: 12, HasTermination: true, TerminationDone: true,
 		FirstReady: 1700000010, Readiness: 4, HasReadiness: true,
 		FirstStable: 1700000040, Stabilization: 30, HasStabilization: true, StableSeen: true, Stable: true, StabilityLost: 1700005000, StabilityLosses: 3,
-		Phases:  lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox).With(lifecycle.PhaseTotal),
-		Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}).With(lifecycle.Skip{SLI: lifecycle.Stabilization, Reason: lifecycle.NoContainerStarted}),
+		SeenLate: true,
 	}
+	for _, p := range []lifecycle.Phase{lifecycle.PhaseScheduling, lifecycle.PhaseSandbox, lifecycle.PhaseInit, lifecycle.PhaseContainers, lifecycle.PhaseReadiness, lifecycle.PhaseTotal} {
+		s.Phases = s.Phases.With(p)
+	}
+	return s
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	full := fullState()
+	full.Skipped = lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}).With(lifecycle.Skip{SLI: lifecycle.Stabilization, Reason: lifecycle.NoContainerStarted})
 	for _, st := range []lifecycle.State{
 		{},
 		full,
 		// Ready without PodScheduled: times before and equal to the base.
 		{FirstSandboxReady: 1700000000, LastSandboxReady: 1700000000},
 		{Scheduled: 1700000000, FirstSandboxReady: 1700000000, LastSandboxReady: 1699999990},
+		{Scheduled: -5, FirstReady: -1, SandboxCreation: -2},
 	} {
 		b := encodeState(st)
 		got, err := decodeState(b)
 		require.NoError(t, err)
 		assert.Equal(t, st, got)
 	}
-	assert.LessOrEqual(t, len(encodeState(full)), 48, "a full record stays small")
+	// Tags and the checksum cost about 20 bytes over format 1's 30.
+	assert.LessOrEqual(t, len(encodeState(full)), 56, "a full record stays small")
 }
 
-func TestDecodeRejectsTruncatedAndTrailing(t *testing.T) {
+// TestEveryStateFieldIsPersisted is the rule "a new State field is
+// persisted": each field alone, set to a value that is not zero, survives
+// the round trip. A field added to lifecycle.State and not to the codec
+// fails here.
+func TestEveryStateFieldIsPersisted(t *testing.T) {
+	typ := reflect.TypeOf(lifecycle.State{})
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		t.Run(f.Name, func(t *testing.T) {
+			var st lifecycle.State
+			v := reflect.ValueOf(&st).Elem().Field(i)
+			switch v.Kind() {
+			case reflect.Bool:
+				v.SetBool(true)
+			case reflect.Int64:
+				v.SetInt(1700000123)
+			case reflect.Uint32, reflect.Uint8:
+				v.SetUint(3)
+			case reflect.Uint64:
+				// A SkipSet: one skip that exists.
+				v.Set(reflect.ValueOf(lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.Vanished})))
+			default:
+				t.Fatalf("field %s has kind %s: teach the codec and this test about it", f.Name, v.Kind())
+			}
+			got, err := decodeState(encodeState(st))
+			require.NoError(t, err)
+			assert.Equal(t, st, got, "field %s is lost in the record", f.Name)
+		})
+	}
+}
+
+func TestDamagedRecordsFailTheirChecksum(t *testing.T) {
 	b := encodeState(lifecycle.State{Scheduled: 1700000000, FirstSandboxReady: 1700000003})
 	for i := range b {
 		_, err := decodeState(b[:i])
-		assert.ErrorIs(t, err, errDecode, "truncated at %d", i)
+		assert.ErrorIs(t, err, errChecksum, "truncated at %d", i)
+		flipped := slices.Clone(b)
+		flipped[i] ^= 0x10
+		_, err = decodeState(flipped)
+		if i == 0 {
+			assert.ErrorIs(t, err, ErrNewerFormat, "format byte 2^0x10 is format 18")
+			continue
+		}
+		assert.ErrorIs(t, err, errChecksum, "bit flipped at %d", i)
 	}
 	_, err := decodeState(append(b, 0))
-	assert.ErrorIs(t, err, errDecode, "trailing byte")
+	assert.ErrorIs(t, err, errChecksum, "trailing byte")
+
+	// Format 1 had no checksum: a damaged one that does not decode is
+	// corrupt all the same.
+	v1 := golden(t, "format1", "pod-full")
+	_, err = decodeState(v1[:len(v1)-1])
+	assert.ErrorIs(t, err, errChecksum)
+}
+
+// reseal replaces a record's checksum after a test edited its body.
+func reseal(b []byte) []byte { return sealRecord(slices.Clone(b[:len(b)-4])) }
+
+// TestUnknownFieldsAreSkipped is what lets a release read a record that a
+// later one wrote, as long as that one only added fields: a rollback keeps
+// counting.
+func TestUnknownFieldsAreSkipped(t *testing.T) {
+	st := fullState()
+	st.Skipped = st.Skipped.With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.TooOld})
+	b := encodeState(st)
+	body := slices.Clone(b[:len(b)-4])
+	body = protowire.AppendTag(body, 90, protowire.VarintType)
+	body = protowire.AppendVarint(body, 12345)
+	body = protowire.AppendTag(body, 91, protowire.BytesType)
+	body = protowire.AppendBytes(body, []byte("a later release's field"))
+	body = protowire.AppendTag(body, 92, protowire.Fixed64Type)
+	body = protowire.AppendFixed64(body, 7)
+	body = protowire.AppendTag(body, 93, protowire.Fixed32Type)
+	body = protowire.AppendFixed32(body, 7)
+	// A skip of an SLI and a Reason appended later, and a phase appended
+	// later: known only to that release, and left out here.
+	packed := protowire.AppendVarint(nil, uint64(lifecycle.Readiness)<<8|uint64(lifecycle.TooOld))
+	packed = protowire.AppendVarint(packed, 200<<8|1)
+	packed = protowire.AppendVarint(packed, 1<<8|200)
+	body = protowire.AppendTag(body, podSkipped, protowire.BytesType)
+	body = protowire.AppendBytes(body, packed)
+	body = protowire.AppendTag(body, podPhases, protowire.VarintType)
+	body = protowire.AppendVarint(body, uint64(st.Phases)|1<<7)
+	got, err := decodeState(sealRecord(body))
+	require.NoError(t, err)
+	assert.Equal(t, st, got)
+
+	// A known field in another wire type is not a later release's field
+	// but a broken record: an error, not corruption.
+	bad := append(slices.Clone(b[:len(b)-4]), protowire.AppendTag(nil, podScheduled, protowire.BytesType)...)
+	bad = protowire.AppendBytes(bad, []byte{1})
+	_, err = decodeState(sealRecord(bad))
+	assert.ErrorIs(t, err, errDecode)
+	assert.NotErrorIs(t, err, errChecksum)
+}
+
+func TestNewerFormatIsRefused(t *testing.T) {
+	for _, b := range [][]byte{
+		reseal(append([]byte{maxFormat + 1}, encodeState(fullState())[1:]...)),
+		{255},
+	} {
+		_, err := decodeState(b)
+		assert.ErrorIs(t, err, ErrNewerFormat)
+		_, err = decodeAggregate(b, KubeletStartupBuckets)
+		assert.ErrorIs(t, err, ErrNewerFormat)
+	}
+	// An aggregate of a kind this release does not know.
+	b := append([]byte{aggregateRecordV2}, protowire.AppendTag(nil, aggKind, protowire.VarintType)...)
+	b = protowire.AppendVarint(b, 3)
+	_, err := decodeAggregate(sealRecord(b), KubeletStartupBuckets)
+	assert.ErrorIs(t, err, ErrNewerFormat)
+}
+
+func golden(t *testing.T, format, name string) []byte {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("testdata", "golden", format, name+".hex"))
+	require.NoError(t, err)
+	b, err := hex.DecodeString(strings.TrimSpace(string(raw)))
+	require.NoError(t, err)
+	return b
+}
+
+// goldenHistogram is the histogram of the golden aggregate records: these
+// ten values observed into KubeletStartupBuckets as release 0.1.0 had them.
+func goldenHistogram() *Histogram {
+	h := newHistogram(v1Bounds)
+	for _, v := range []float64{0, 0.3, 0.5, 0.7, 1.5, 2, 7, 45, 400, 5000} {
+		h.observe(v1Bounds, v)
+	}
+	return h
+}
+
+// The golden pod states. Each golden record under testdata/golden was
+// written by the release its directory names, from these values: format1
+// by release 0.1.0 (commit 3b7944d), format2 by this one. They are never
+// regenerated: a record a release wrote must read the same for ever.
+var goldenStates = map[string]func() lifecycle.State{
+	"pod-empty": func() lifecycle.State { return lifecycle.State{} },
+	"pod-full": func() lifecycle.State {
+		s := fullState()
+		for _, sli := range []lifecycle.SLI{lifecycle.SandboxCreation, lifecycle.Termination, lifecycle.Readiness, lifecycle.StartupPhase, lifecycle.Stabilization} {
+			for _, r := range []lifecycle.Reason{lifecycle.TooOld, lifecycle.NegativeDuration, lifecycle.NoScheduledCondition, lifecycle.InvalidCondition, lifecycle.Vanished, lifecycle.TerminatedBeforeDelete, lifecycle.NoContainerStarted} {
+				s.Skipped = s.Skipped.With(lifecycle.Skip{SLI: sli, Reason: r})
+			}
+		}
+		return s
+	},
+	"pod-partial": func() lifecycle.State {
+		return lifecycle.State{
+			Scheduled: 1700000000, FirstSandboxReady: 1700000002, LastSandboxReady: 1700000002, SandboxCreation: 2, HasSandboxCreation: true,
+			Phases:  lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
+			Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.NegativeDuration}).With(lifecycle.Skip{SLI: lifecycle.StartupPhase, Reason: lifecycle.InvalidCondition}),
+		}
+	},
+}
+
+var goldenAggregates = map[string]func() *Aggregate{
+	"aggregate-counter":   func() *Aggregate { return &Aggregate{Created: 1700000000, Value: 42} },
+	"aggregate-histogram": func() *Aggregate { return &Aggregate{Created: 1700000100, Histogram: goldenHistogram()} },
+}
+
+// TestGoldenRecords reads the records every release wrote, and fails on a
+// change that renumbers a persisted enum (a skip's SLI or Reason, a phase,
+// a flag, a field) or stops reading a format.
+func TestGoldenRecords(t *testing.T) {
+	for _, format := range []string{"format1", "format2"} {
+		for name, want := range goldenStates {
+			t.Run(format+"/"+name, func(t *testing.T) {
+				got, err := decodeState(golden(t, format, name))
+				require.NoError(t, err)
+				assert.Equal(t, want(), got)
+			})
+		}
+		for name, want := range goldenAggregates {
+			t.Run(format+"/"+name, func(t *testing.T) {
+				got, err := decodeAggregate(golden(t, format, name), v1Bounds)
+				require.NoError(t, err)
+				assert.Equal(t, want(), got)
+			})
+		}
+	}
+	// This release writes format 2 byte for byte as the golden records
+	// hold it, so that what it writes today reads the same in every
+	// release after it.
+	for name, want := range goldenStates {
+		assert.Equal(t, hex.EncodeToString(golden(t, "format2", name)), hex.EncodeToString(encodeState(want())), name)
+	}
+	for name, want := range goldenAggregates {
+		assert.Equal(t, hex.EncodeToString(golden(t, "format2", name)), hex.EncodeToString(encodeAggregate(want(), v1Bounds)), name)
+	}
+}
+
+// TestFieldNumbersOnlyGrow holds the field numbers to
+// testdata/golden/fields.txt: a line may be appended there for a new field,
+// but none changed or removed, since a number once written means that field
+// in every release's records.
+func TestFieldNumbersOnlyGrow(t *testing.T) {
+	var lines []string
+	for _, tab := range []struct {
+		record string
+		names  map[protowire.Number]string
+	}{{"pod", podFieldNames}, {"aggregate", aggregateFieldNames}} {
+		nums := make([]int, 0, len(tab.names))
+		for n := range tab.names {
+			nums = append(nums, int(n))
+		}
+		sort.Ints(nums)
+		for _, n := range nums {
+			lines = append(lines, fmt.Sprintf("%s %d %s", tab.record, n, tab.names[protowire.Number(n)]))
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join("testdata", "golden", "fields.txt"))
+	require.NoError(t, err)
+	var recorded []string
+	for _, l := range strings.Split(string(raw), "\n") {
+		if l != "" && !strings.HasPrefix(l, "#") {
+			recorded = append(recorded, l)
+		}
+	}
+	for _, l := range recorded {
+		assert.Contains(t, lines, l, "field %q was renumbered, renamed or removed: a field number is never reused", l)
+	}
+	for _, l := range lines {
+		assert.Contains(t, recorded, l, "new field %q: append it to testdata/golden/fields.txt", l)
+	}
+	for _, tab := range []map[protowire.Number]string{podFieldNames, aggregateFieldNames} {
+		for n := range tab {
+			assert.True(t, n.IsValid(), "field number %d", n)
+		}
+	}
+}
+
+func TestRebucket(t *testing.T) {
+	h := goldenHistogram()
+	cumulative := func(counts []uint64, bounds []float64) map[float64]uint64 {
+		out := map[float64]uint64{}
+		var sum uint64
+		for i, c := range counts {
+			sum += c
+			if i < len(bounds) {
+				out[bounds[i]] = sum
+			}
+		}
+		return out
+	}
+	finer := append([]float64{0.05, 0.1, 0.25}, v1Bounds...)
+	got := rebucket(h.Classic, v1Bounds, finer)
+	require.Len(t, got, len(finer)+1)
+	before, after := cumulative(h.Classic, v1Bounds), cumulative(got, finer)
+	for _, b := range v1Bounds {
+		assert.Equal(t, before[b], after[b], "le=%g keeps its count", b)
+	}
+	assert.Equal(t, []uint64{0, 0, 0}, got[:3], "a new bound starts with what is certainly below it")
+	assert.Equal(t, h.Classic[len(h.Classic)-1], got[len(got)-1], "+Inf")
+
+	// Fewer bounds: an old bucket goes to the one above its bound.
+	coarse := []float64{1, 10, 100}
+	got = rebucket(h.Classic, v1Bounds, coarse)
+	before = cumulative(h.Classic, v1Bounds)
+	assert.Equal(t, map[float64]uint64{1: before[1], 10: before[10], 100: before[60]}, cumulative(got, coarse))
+	var total uint64
+	for _, c := range got {
+		total += c
+	}
+	assert.Equal(t, h.Count, total, "nothing lost or counted twice")
+
+	assert.Equal(t, h.Classic, rebucket(h.Classic, v1Bounds, v1Bounds))
 }

@@ -7,18 +7,17 @@ type Op int
 
 const (
 	OpApply Op = iota
-	OpDelete
 	OpLoad
 	OpGC
 	numOps
 )
 
 func (o Op) String() string {
-	return [...]string{"apply", "delete", "load", "gc"}[o]
+	return [...]string{"apply", "load", "gc"}[o]
 }
 
 // Ops lists every Op, for exposition.
-var Ops = []Op{OpApply, OpDelete, OpLoad, OpGC}
+var Ops = []Op{OpApply, OpLoad, OpGC}
 
 // Stats counts what the store did since Open.
 type Stats struct {

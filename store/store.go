@@ -297,6 +297,9 @@ func Open(opts Options) (*Store, error) {
 	s.db = db
 	if err := s.load(); err != nil {
 		_ = db.Close()
+		if errors.Is(err, ErrNewerFormat) {
+			return nil, fmt.Errorf("load state from %q: %w: run the podslo release that wrote it, or a later one; the state was left as it is", opts.Dir, err)
+		}
 		return nil, fmt.Errorf("load state from %q: %w", opts.Dir, err)
 	}
 	if !s.readOnly {
@@ -369,37 +372,28 @@ func isCorrupt(err error) bool {
 	return false
 }
 
-// load reads every record into memory. A record that does not decode is
-// deleted and counted: one bad record must not cost the rest.
+// load reads every record into memory. It deletes nothing: a record whose
+// checksum fails (or, in format 1, which has none, that does not decode) is
+// corrupt, and is logged, counted and left out, one bad record not costing
+// the rest; a record in a newer format, or one that does not parse though
+// its checksum holds, stops the load with an error that names it, since
+// the store cannot tell what it would count twice.
 func (s *Store) load() error {
-	var bad [][]byte
-	err := s.db.View(func(txn *badger.Txn) error {
+	return s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.DefaultIteratorOptions)
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			item := it.Item()
 			key := item.KeyCopy(nil)
 			err := item.Value(func(v []byte) error { return s.loadRecord(key, v) })
-			if err != nil {
-				s.log.Warn("Dropping unreadable state record", "key", fmt.Sprintf("%q", key), "err", err)
+			switch {
+			case err == nil:
+				s.stats.count(OpLoad, true)
+			case errors.Is(err, errChecksum):
+				s.log.Error("Ignoring corrupt state record: its pod may be observed again", "key", fmt.Sprintf("%q", key), "err", err)
 				s.stats.count(OpLoad, false)
-				bad = append(bad, key)
-				continue
-			}
-			s.stats.count(OpLoad, true)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if len(bad) == 0 {
-		return nil
-	}
-	return s.db.Update(func(txn *badger.Txn) error {
-		for _, k := range bad {
-			if err := txn.Delete(k); err != nil {
-				return err
+			default:
+				return fmt.Errorf("state record %q: %w", key, err)
 			}
 		}
 		return nil
@@ -437,7 +431,8 @@ func (s *Store) loadRecord(key, val []byte) error {
 	case prefixSetting:
 		s.settings[string(key[1:])] = append([]byte(nil), val...)
 	default:
-		return fmt.Errorf("unknown key prefix %q: %w", key[0], errDecode)
+		// A record type this release does not know: a newer release's.
+		return fmt.Errorf("record type %q: %w", key[0], ErrNewerFormat)
 	}
 	return nil
 }
@@ -508,7 +503,7 @@ func (s *Store) Apply(c Change) error {
 		}
 	}
 	for key, sr := range updated {
-		if err := txn.Set(aggregateKey(sr.family, key[len(sr.family)+1:]), encodeAggregate(sr.agg)); err != nil {
+		if err := txn.Set(aggregateKey(sr.family, key[len(sr.family)+1:]), encodeAggregate(sr.agg, s.opts.Buckets)); err != nil {
 			s.stats.count(OpApply, false)
 			return fmt.Errorf("write %s series: %w", sr.family, err)
 		}
@@ -667,29 +662,6 @@ func (s *Store) updatedSeries(c Change) (map[string]*series, []pendingExemplar, 
 		sr.agg.Value += smp.Value
 	}
 	return out, exemplars, nil
-}
-
-// Delete forgets a pod. Its contributions to aggregates stay.
-func (s *Store) Delete(uid types.UID) error {
-	if s.closed.Load() {
-		return ErrClosed
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.pods[uid]; !ok {
-		return nil
-	}
-	if err := s.ensureSpace(); err != nil {
-		s.stats.count(OpDelete, false)
-		return err
-	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Delete(podKey(uid)) }); err != nil {
-		s.stats.count(OpDelete, false)
-		return fmt.Errorf("delete pod %s: %w", uid, err)
-	}
-	s.stats.count(OpDelete, true)
-	delete(s.pods, uid)
-	return nil
 }
 
 // Setting returns a setting the state was written under, such as the

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/encoding/protowire"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
@@ -182,20 +184,19 @@ func uids(s *Store) []types.UID {
 	return out
 }
 
-func TestDeleteAndForget(t *testing.T) {
+func TestForget(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
 	for _, uid := range []types.UID{uidA, uidB, "c"} {
 		require.NoError(t, s.Apply(Change{UID: uid, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta(string(uid))}))
 	}
-	require.NoError(t, s.Delete("c"))
-	require.NoError(t, s.Delete("never-seen"))
+	require.NoError(t, s.Apply(Change{UID: "c", Forget: true}))
 	require.NoError(t, s.Close())
 
 	s = open(t, dir)
 	assert.Equal(t, 2, s.Len())
 	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}))
-	assert.ElementsMatch(t, []types.UID{uidA, uidB}, uids(s), "c was deleted")
+	assert.ElementsMatch(t, []types.UID{uidA, uidB}, uids(s), "c was forgotten")
 
 	// Forgetting a pod and counting what its end means is one transaction.
 	require.NoError(t, s.Apply(Change{UID: uidB, Forget: true, Add: []Sample{{Family: "skipped", Labels: []string{"termination", "vanished"}, Value: 1}}}))
@@ -215,7 +216,7 @@ func TestCloseIsIdempotentAndFinal(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
 	assert.ErrorIs(t, s.Apply(Change{UID: uidA}), ErrClosed)
-	assert.ErrorIs(t, s.Delete(uidA), ErrClosed)
+	assert.ErrorIs(t, s.SetSetting("scope", nil), ErrClosed)
 }
 
 func TestSecondOpenIsLocked(t *testing.T) {
@@ -245,20 +246,112 @@ func TestCorruptDirIsMovedAside(t *testing.T) {
 	assert.Len(t, matches, 1, "the evidence is kept")
 }
 
-func TestCorruptRecordIsDroppedNotFatal(t *testing.T) {
+// keys lists the records on disk, read with badger itself, so that a test
+// sees what Open left there and not what it loaded.
+func keys(t *testing.T, dir string) []string {
+	t.Helper()
+	db, err := badger.Open(badger.DefaultOptions(dir).WithReadOnly(true).WithLogger(nil))
+	require.NoError(t, err)
+	defer db.Close()
+	var out []string
+	require.NoError(t, db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.DefaultIteratorOptions)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			out = append(out, string(it.Item().KeyCopy(nil)))
+		}
+		return nil
+	}))
+	return out
+}
+
+func TestCorruptRecordIsIgnoredNotDeleted(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
 	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}))
-	require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set(podKey(uidB), []byte{99, 1, 2}) }))
-	require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("zzz"), []byte{1}) }))
+	flipped := encodeState(lifecycle.State{Scheduled: 1700000000, FirstSandboxReady: 1700000002})
+	flipped[3] ^= 1
+	require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set(podKey(uidB), flipped) }))
+	// A format-1 record cut short: format 1 has no checksum, and 0.1.0
+	// wrote only records that decode.
+	require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set(podKey("c"), []byte{podRecordV1, 1, 2}) }))
+	require.NoError(t, s.Close())
+	before := keys(t, dir)
+
+	for range 2 {
+		s = open(t, dir)
+		assert.Equal(t, 1, s.Len())
+		assert.Equal(t, uint64(2), s.Stats().Failed(OpLoad), "both corrupt records are counted, at every start")
+		require.NoError(t, s.Close())
+		assert.Equal(t, before, keys(t, dir), "nothing was deleted")
+	}
+}
+
+func TestNewerFormatStopsOpenAndChangesNothing(t *testing.T) {
+	for name, rec := range map[string]struct{ key, val []byte }{
+		"pod record of format 99":  {podKey(uidB), []byte{99, 1, 2}},
+		"record type of a release": {[]byte("zzz"), []byte{1}},
+		"aggregate of a new kind":  {aggregateKey("f", ""), sealRecord(protowire.AppendVarint(protowire.AppendTag([]byte{aggregateRecordV2}, aggKind, protowire.VarintType), 9))},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := open(t, dir)
+			require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 1}, Meta: meta("a")}))
+			require.NoError(t, s.db.Update(func(txn *badger.Txn) error { return txn.Set(rec.key, rec.val) }))
+			require.NoError(t, s.Close())
+			before := keys(t, dir)
+
+			_, err := Open(Options{Dir: dir})
+			require.ErrorIs(t, err, ErrNewerFormat)
+			assert.Contains(t, err.Error(), fmt.Sprintf("%q", rec.key), "the error names the record")
+			assert.Contains(t, err.Error(), dir)
+			assert.Equal(t, before, keys(t, dir), "nothing was deleted")
+			matches, _ := filepath.Glob(dir + ".corrupt-*")
+			assert.Empty(t, matches, "nothing was moved aside")
+		})
+	}
+}
+
+// TestBucketLayoutChange is an upgrade that adds classic buckets: no
+// stored observation is lost or counted twice, every bound the layouts
+// share keeps its cumulative count (so its series goes on without a reset),
+// and the created time stays.
+func TestBucketLayoutChange(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, Buckets: v1Bounds})
+	require.NoError(t, err)
+	values := []float64{0.07, 0.3, 0.5, 0.7, 3, 5000}
+	for _, v := range values {
+		require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{Scheduled: int64(v * 1000)}, Observe: []Sample{{Family: "h", Value: v}}}))
+	}
+	var created int64
+	s.Aggregates(func(_ string, _ []string, agg *Aggregate) { created = agg.Created })
 	require.NoError(t, s.Close())
 
-	s = open(t, dir)
-	assert.Equal(t, 1, s.Len())
-	assert.Equal(t, uint64(2), s.Stats().Failed(OpLoad))
+	finer := append([]float64{0.05, 0.1, 0.25}, v1Bounds...)
+	s, err = Open(Options{Dir: dir, Buckets: finer})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	var h *Histogram
+	s.Aggregates(func(_ string, _ []string, agg *Aggregate) { h, created = agg.Histogram, agg.Created-created })
+	require.NotNil(t, h)
+	assert.Zero(t, created, "the series is not reset")
+	assert.Equal(t, uint64(len(values)), h.Count)
+	assert.InDelta(t, 5004.57, h.Sum, 1e-9)
+	// 0.07 and 0.3 were in (0, 0.5]: they stay at 0.5, and the new bounds
+	// below it start empty.
+	assert.Equal(t, []uint64{0, 0, 0, 3, 1, 0, 1, 0}, h.Classic[:8])
+	assert.Equal(t, uint64(1), h.Classic[len(h.Classic)-1])
+
+	// A new observation goes into the new layout, and the record is
+	// written in it.
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{Scheduled: 1}, Observe: []Sample{{Family: "h", Value: 0.07}}}))
 	require.NoError(t, s.Close())
-	s = open(t, dir)
-	assert.Equal(t, uint64(0), s.Stats().Failed(OpLoad), "bad records were deleted")
+	s, err = Open(Options{Dir: dir, Buckets: finer})
+	require.NoError(t, err)
+	s.Aggregates(func(_ string, _ []string, agg *Aggregate) { h = agg.Histogram })
+	assert.Equal(t, []uint64{0, 1, 0, 3, 1, 0, 1, 0}, h.Classic[:8])
+	assert.Equal(t, uint64(len(values)+1), h.Count)
 }
 
 func TestInMemory(t *testing.T) {

@@ -1,0 +1,43 @@
+package lifecycle
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// TestPersistedEnumValues pins the values the store persists (a skip's SLI
+// and Reason, a phase's bit). A value may be appended here with its
+// constant; none may change, or every stored record would change meaning.
+func TestPersistedEnumValues(t *testing.T) {
+	slis := map[SLI]uint8{SandboxCreation: 0, Termination: 1, Readiness: 2, StartupPhase: 3, Stabilization: 4}
+	reasons := map[Reason]uint8{TooOld: 0, NegativeDuration: 1, NoScheduledCondition: 2, InvalidCondition: 3,
+		Vanished: 4, TerminatedBeforeDelete: 5, NoContainerStarted: 6}
+	phases := map[Phase]uint8{PhaseScheduling: 0, PhaseSandbox: 1, PhaseInit: 2, PhaseContainers: 3, PhaseReadiness: 4, PhaseTotal: 5}
+	for v, want := range slis {
+		assert.Equal(t, want, uint8(v), "SLI %s", v)
+	}
+	for v, want := range reasons {
+		assert.Equal(t, want, uint8(v), "Reason %s", v)
+	}
+	for v, want := range phases {
+		assert.Equal(t, want, uint8(v), "Phase %s", v)
+	}
+	assert.Len(t, slis, int(numSLIs), "a new SLI gets its value here")
+	assert.Len(t, reasons, int(numReasons), "a new Reason gets its value here")
+	assert.Len(t, phases, int(numPhases), "a new Phase gets its value here")
+}
+
+func TestSkipSetAll(t *testing.T) {
+	var m SkipSet
+	want := []Skip{{SandboxCreation, NoContainerStarted}, {Readiness, TooOld}, {Stabilization, NoContainerStarted}}
+	for _, s := range want {
+		m = m.With(s)
+	}
+	assert.Equal(t, want, m.All())
+	assert.Empty(t, SkipSet(0).All())
+	assert.False(t, Skip{SLI: numSLIs}.Known())
+	assert.False(t, Skip{Reason: numReasons}.Known())
+	assert.True(t, Skip{Stabilization, NoContainerStarted}.Known())
+	assert.False(t, numPhases.Known())
+}
