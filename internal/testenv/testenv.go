@@ -227,3 +227,50 @@ func PodsloBinary(t testing.TB) string {
 	}
 	return bin
 }
+
+// ReleaseBinary builds podslo as it was at a released commit, for the
+// upgrade tests: the source comes out of this repository's own history
+// (git archive), so the test needs a clone with history, not a shallow one.
+// The binary is cached by commit next to the control-plane binaries, since
+// a commit always builds the same program.
+func ReleaseBinary(t testing.TB, version, commit string) string {
+	t.Helper()
+	dir, err := BinDir()
+	if err != nil {
+		t.Fatalf("find test binaries: %v", err)
+	}
+	bin := filepath.Join(dir, "podslo-"+version+"-"+commit[:12])
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	src := t.TempDir()
+	archive := exec.Command("git", "archive", "--format=tar", commit)
+	archive.Dir = repoRoot()
+	untar := exec.Command("tar", "-x", "-C", src)
+	pipe, err := archive.StdoutPipe()
+	if err != nil {
+		t.Fatalf("git archive: %v", err)
+	}
+	untar.Stdin = pipe
+	var archiveErr strings.Builder
+	archive.Stderr = &archiveErr
+	if err := untar.Start(); err != nil {
+		t.Fatalf("tar: %v", err)
+	}
+	if err := archive.Run(); err != nil {
+		t.Fatalf("git archive %s (release %s; a shallow clone lacks it): %v: %s", commit, version, err, archiveErr.String())
+	}
+	if err := untar.Wait(); err != nil {
+		t.Fatalf("untar release %s: %v", version, err)
+	}
+	build := exec.Command("go", "build", "-o", bin+".tmp", ".")
+	build.Dir = src
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build podslo %s: %v\n%s", version, err, out)
+	}
+	if err := os.Rename(bin+".tmp", bin); err != nil {
+		t.Fatalf("build podslo %s: %v", version, err)
+	}
+	return bin
+}

@@ -1,0 +1,180 @@
+package exporter
+
+import (
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// The previous release, whose state this release must take over. Its
+// records are format 1 (store/codec_v1.go).
+const (
+	previousVersion = "0.1.0"
+	previousCommit  = "3b7944d1236f4f7ea1fd33c1712bc8ad427d6f2f"
+)
+
+// sliSeries scrapes url and returns the value of every series of the SLI
+// families (histogram buckets, sums and counts included), by series text.
+func sliSeries(t require.TestingT, url string) map[string]float64 {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for name, f := range fams {
+		if !strings.HasPrefix(name, "podslo_") || strings.HasPrefix(name, "podslo_store_") || strings.HasPrefix(name, "podslo_build") ||
+			strings.HasPrefix(name, "podslo_informer_") {
+			// The store's and the process's own metrics, which start
+			// again with each process: not what an upgrade carries over.
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			if hasLabel(m, "uid") {
+				// Per-pod series come from the informer's replay.
+				continue
+			}
+			key := name + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				out[key+"_count"] = float64(h.GetSampleCount())
+				out[key+"_sum"] = h.GetSampleSum()
+				for _, b := range h.GetBucket() {
+					out[key+"_bucket_le_"+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)] = float64(b.GetCumulativeCount())
+				}
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// TestUpgradeFromPreviousRelease runs the previous release's binary on a
+// real API server until its state holds pods at every stage, then this
+// release's binary on the same state: it shows every series the previous
+// one showed, at the same value (new series only at 0), and from then on
+// counts each pod once, also the ones that were half-way at the upgrade.
+func TestUpgradeFromPreviousRelease(t *testing.T) {
+	env := testenv.Start(t)
+	old := testenv.ReleaseBinary(t, previousVersion, previousCommit)
+	bin := testenv.PodsloBinary(t)
+	state := t.TempDir()
+	c := env.Client
+	const ns = "upgrade"
+	testenv.CreateNamespace(t, c, ns, nil)
+	base := time.Now().Add(-5 * time.Minute).Truncate(time.Second)
+	pod := func(name string) *corev1.Pod {
+		return testenv.CreatePod(t, c, ns, podSpec{name: name, team: "a"}.pod())
+	}
+	scheduled := condAt(corev1.PodScheduled, corev1.ConditionTrue, base)
+	sandbox := func(after time.Duration) corev1.PodCondition {
+		return condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(after))
+	}
+
+	prev := startProcess(t, old, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	a, b, half, leaving, bad := pod("a"), pod("b"), pod("half"), pod("leaving"), pod("bad")
+	kubelet(t, c, a, scheduled, sandbox(1*time.Second))
+	kubelet(t, c, b, scheduled, sandbox(2*time.Second))
+	kubelet(t, c, leaving, scheduled, sandbox(3*time.Second))
+	// Scheduled, its sandbox not ready yet when the upgrade comes.
+	kubelet(t, c, half, scheduled)
+	// A sandbox ready without PodScheduled: skipped once, with a reason.
+	kubelet(t, c, bad, sandbox(1*time.Second))
+
+	const creation = "podslo_sandbox_creation_duration_seconds"
+	const skipped = "podslo_observations_skipped_total"
+	classes := `runtime_class="none",storage_class="none"`
+	creationHeader := "# HELP " + creation + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + creation + " histogram\n"
+	eventuallyMetrics(t, prev.url, creationHeader+histogramText(creation, classes, 1, 2, 3), creation)
+	eventuallyValue(t, prev.url, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}, 1)
+	// A deletion requested before the upgrade, its sandbox gone after it:
+	// the request time lives only in the previous release's record.
+	applied := func(url string) float64 {
+		return sliValue(t, url, "podslo_store_operations_total", map[string]string{"operation": "apply", "result": "success"})
+	}
+	before := applied(prev.url)
+	requested := deleteWithGrace(t, c, leaving, 30)
+	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Greater(ct, applied(prev.url), before) }, 30*time.Second, 20*time.Millisecond,
+		"the previous release recorded the deletion request")
+	carried := sliSeries(t, prev.url)
+	require.NoError(t, prev.cmd.Process.Signal(syscall.SIGTERM))
+	<-prev.done
+
+	// What the previous release showed, this one shows, before anything
+	// changes.
+	next := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	got := sliSeries(t, next.url)
+	for k, v := range carried {
+		assert.Equal(t, v, got[k], "series %s after the upgrade", k)
+	}
+	for k, v := range got {
+		if _, ok := carried[k]; !ok {
+			assert.Zero(t, v, "series %s is new in this release and must start at 0", k)
+		}
+	}
+
+	// Now the half-way pods finish, and a's sandbox is re-created.
+	kubelet(t, c, half, sandbox(4*time.Second))
+	kubelet(t, c, leaving, condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, requested.Add(3*time.Second)))
+	kubelet(t, c, a, sandbox(4*time.Minute))
+
+	const termination = "podslo_pod_termination_duration_seconds"
+	want := creationHeader + histogramText(creation, classes, 1, 2, 3, 4) +
+		"# HELP " + termination + " Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.\n# TYPE " + termination + " histogram\n" +
+		histogramText(termination, classes, 3)
+	eventuallyMetrics(t, next.url, want, creation, termination)
+	eventuallyValue(t, next.url, "podslo_sandbox_recreations_total", map[string]string{"runtime_class": "none"}, 1)
+	check := func(url string) {
+		t.Helper()
+		require.NoError(t, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(want), creation, termination))
+		assert.Equal(t, 1.0, sliValue(t, url, "podslo_sandbox_recreations_total", map[string]string{"runtime_class": "none"}))
+		assert.Equal(t, 1.0, sliValue(t, url, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}), "the skip is not counted again")
+	}
+	check(next.url)
+
+	// And once more, now from this release's own records.
+	next.kill(t)
+	again := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
+	check(again.url)
+}
+
+func hasLabel(m *dto.Metric, name string) bool {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return true
+		}
+	}
+	return false
+}
+
+// sliValue is the value of the first counter or gauge series of family
+// with the given labels, or -1 if there is none.
+func sliValue(t require.TestingT, url, family string, labels map[string]string) float64 {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
+	require.NoError(t, err)
+	for _, m := range fams[family].GetMetric() {
+		if hasLabels(m, labels) {
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return -1
+}
