@@ -379,7 +379,9 @@ func (d *podFields) status(f field) error {
 	case 2: // conditions
 		return d.condition(f)
 	case 8: // containerStatuses
-		return d.containerStatus(f)
+		return d.containerStatus(f, false)
+	case 10: // initContainerStatuses
+		return d.containerStatus(f, true)
 	}
 	return nil
 }
@@ -421,29 +423,65 @@ func conditionStatus(v []byte) corev1.ConditionStatus {
 	return corev1.ConditionStatus(v)
 }
 
-// containerStatus keeps the newest state.running.startedAt, as
-// trimmer.pod does.
-func (d *podFields) containerStatus(f field) error {
-	var started int64
-	running := false
-	// state (2), running (2), startedAt (1)
-	err := eachFieldOf(f, nested(2, func(f field) error {
-		if f.num != 2 {
-			return nil
+// containerStatus reads a container's start and end times into the pod,
+// as trimmer.pod does (containerTimes).
+func (d *podFields) containerStatus(f field, init bool) error {
+	var c containerTimes
+	err := eachFieldOf(f, func(f field) error {
+		switch f.num {
+		case 2: // state
+			return eachFieldOf(f, func(f field) (err error) {
+				switch f.num {
+				case 2: // running: startedAt (1)
+					c.running = true
+					return eachFieldOf(f, func(f field) (err error) {
+						if f.num == 1 {
+							c.started, err = unixOf(f)
+						}
+						return err
+					})
+				case 3: // terminated
+					return terminated(f, &c)
+				}
+				return nil
+			})
+		case 3: // lastState, terminated (3)
+			return eachFieldOf(f, nested(3, func(f field) error {
+				if f.num == 5 {
+					var err error
+					c.lastStarted, err = unixOf(f)
+					return err
+				}
+				return nil
+			}))
 		}
-		running = true
-		return eachFieldOf(f, func(f field) (err error) {
-			if f.num == 1 {
-				started, err = unixOf(f)
-			}
-			return err
-		})
-	}))
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	if running && started > d.out.ContainersStarted && started != 0 {
-		d.out.ContainersStarted = started
-	}
+	c.into(d.out, init)
 	return nil
+}
+
+// terminated reads state.terminated: exitCode (1), reason (3), startedAt
+// (5), finishedAt (6).
+func terminated(f field, c *containerTimes) error {
+	return eachFieldOf(f, func(f field) (err error) {
+		switch f.num {
+		case 1:
+			var v int64
+			v, err = f.varint()
+			c.exitCode = int32(v)
+		case 3:
+			var b []byte
+			b, err = f.bytes()
+			c.oomKilled = string(b) == "OOMKilled"
+		case 5:
+			c.terminatedStarted, err = unixOf(f)
+		case 6:
+			c.finished, err = unixOf(f)
+		}
+		return err
+	})
 }

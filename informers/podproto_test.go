@@ -61,9 +61,17 @@ func randomPod(f *randfill.Filler, r *rand.Rand) *corev1.Pod {
 			c.LastTransitionTime = metav1.Time{}
 		}
 	}
-	for i := range p.Status.ContainerStatuses {
-		if r.Intn(2) == 0 {
-			p.Status.ContainerStatuses[i].State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(r.Int63n(2e9), 0))}
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.ContainerStatuses, p.Status.InitContainerStatuses} {
+		for i := range statuses {
+			if r.Intn(2) == 0 {
+				statuses[i].State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(r.Int63n(2e9), 0))}
+			}
+			// The kubelet's SIGKILL at the end of a grace period, and an
+			// OOM kill, which has the same exit code.
+			if term := statuses[i].State.Terminated; term != nil && r.Intn(2) == 0 {
+				term.ExitCode = 137
+				term.Reason = kept(r, "Error", "OOMKilled")
+			}
 		}
 	}
 	for i := range p.Spec.Volumes {
@@ -222,5 +230,39 @@ func TestPodCodecs(t *testing.T) {
 		require.NoError(t, err, mediaType)
 		require.IsType(t, &metav1.Status{}, got, mediaType)
 		require.Equal(t, int32(410), got.(*metav1.Status).Code, mediaType)
+	}
+}
+
+// TestContainerTimes: the evidence of a sandbox re-created before podslo
+// saw the pod, and of a container killed at the end of its grace period,
+// read the same by both decoders (issue 26, defects 1 and 2).
+func TestContainerTimes(t *testing.T) {
+	at := func(s int64) metav1.Time { return metav1.NewTime(time.Unix(1700000000+s, 0)) }
+	p := &corev1.Pod{Status: corev1.PodStatus{
+		InitContainerStatuses: []corev1.ContainerStatus{{
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, StartedAt: at(3), FinishedAt: at(99)}},
+		}},
+		ContainerStatuses: []corev1.ContainerStatus{
+			{
+				State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: at(160)}},
+				LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, StartedAt: at(2), FinishedAt: at(150)}},
+			},
+			{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: at(10), FinishedAt: at(40)}}},
+			{State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled", StartedAt: at(10), FinishedAt: at(50)}}},
+		},
+	}}
+	raw, err := p.Marshal()
+	require.NoError(t, err)
+	for name, tr := range trimmers(t) {
+		trimmed := tr.pod(p)
+		decoded, err := tr.decodePod(raw)
+		require.NoError(t, err)
+		for how, got := range map[string]*lifecycle.Pod{"trim": trimmed, "decode": decoded} {
+			require.Equal(t, int64(1700000002), got.FirstContainerStart, "%s %s: the earliest start, from a last state", name, how)
+			require.Equal(t, int64(1700000160), got.ContainersStarted, "%s %s", name, how)
+			// Not the OOM kill (50), not the init container (99), not a
+			// last state (150): the current SIGKILLed container.
+			require.Equal(t, int64(1700000040), got.ContainerKilled, "%s %s", name, how)
+		}
 	}
 }

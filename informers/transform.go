@@ -86,9 +86,10 @@ func (t *trimmer) pod(p *corev1.Pod) *lifecycle.Pod {
 	}
 	out.HasInitContainers = len(p.Spec.InitContainers) > 0
 	for i := range p.Status.ContainerStatuses {
-		if r := p.Status.ContainerStatuses[i].State.Running; r != nil && r.StartedAt.Unix() > out.ContainersStarted && !r.StartedAt.IsZero() {
-			out.ContainersStarted = r.StartedAt.Unix()
-		}
+		timesOf(&p.Status.ContainerStatuses[i]).into(out, false)
+	}
+	for i := range p.Status.InitContainerStatuses {
+		timesOf(&p.Status.InitContainerStatuses[i]).into(out, true)
 	}
 	n := 0
 	for i := range p.Status.Conditions {
@@ -151,4 +152,50 @@ func pick(all map[string]string, keep map[string]bool) map[string]string {
 		}
 	}
 	return out
+}
+
+// containerTimes is what the SLIs read of one container status, in Unix
+// seconds (0: not set). Both pod decoders fill it and hand it to into, so
+// that they agree by construction.
+type containerTimes struct {
+	running           bool
+	started           int64 // state.running.startedAt
+	terminatedStarted int64 // state.terminated.startedAt
+	lastStarted       int64 // lastState.terminated.startedAt
+	finished          int64 // state.terminated.finishedAt
+	exitCode          int32 // state.terminated.exitCode
+	oomKilled         bool  // state.terminated.reason is OOMKilled
+}
+
+func timesOf(cs *corev1.ContainerStatus) containerTimes {
+	var c containerTimes
+	if r := cs.State.Running; r != nil {
+		c.running, c.started = true, unixOrZero(r.StartedAt)
+	}
+	if t := cs.State.Terminated; t != nil {
+		c.terminatedStarted, c.finished = unixOrZero(t.StartedAt), unixOrZero(t.FinishedAt)
+		c.exitCode, c.oomKilled = t.ExitCode, t.Reason == "OOMKilled"
+	}
+	if t := cs.LastTerminationState.Terminated; t != nil {
+		c.lastStarted = unixOrZero(t.StartedAt)
+	}
+	return c
+}
+
+// sigkillExit is the exit code of a process killed by SIGKILL (128 + 9),
+// which the kubelet sends when a container outlives its grace period.
+const sigkillExit = 137
+
+func (c containerTimes) into(p *lifecycle.Pod, init bool) {
+	if !init && c.running && c.started > p.ContainersStarted {
+		p.ContainersStarted = c.started
+	}
+	for _, t := range []int64{c.started, c.terminatedStarted, c.lastStarted} {
+		if t != 0 && (p.FirstContainerStart == 0 || t < p.FirstContainerStart) {
+			p.FirstContainerStart = t
+		}
+	}
+	if !init && c.exitCode == sigkillExit && !c.oomKilled && c.finished > p.ContainerKilled {
+		p.ContainerKilled = c.finished
+	}
 }

@@ -23,6 +23,16 @@ type Pod struct {
 	// ContainersStarted is the newest state.running.startedAt of the
 	// containers, in Unix seconds; 0 when none is running.
 	ContainersStarted int64
+	// FirstContainerStart is the earliest start time any container or init
+	// container shows, running, terminated or in its last state, in Unix
+	// seconds; 0 when none started. Containers start only once their
+	// sandbox is ready, so one that started before the sandbox's current
+	// readiness ran in an earlier sandbox.
+	FirstContainerStart int64
+	// ContainerKilled is the newest finishedAt of a container that was
+	// killed by SIGKILL (exit code 137, not OOMKilled): what the kubelet
+	// does to a container that outlives its grace period. 0 when none.
+	ContainerKilled int64
 	// HasInitContainers: the pod spec has init containers.
 	HasInitContainers bool
 	// RuntimeClass and StorageClass are the pod's runtime_class and

@@ -61,8 +61,8 @@ func (c *stepper) readiness() {
 	default:
 		c.next.Readiness = readyAt - started
 		c.next.HasReadiness = true
-		if c.startupTooOld(readyAt) {
-			c.skipOnce(Skip{Readiness, TooOld})
+		if r, unseen := c.startupUnseen(readyAt); unseen {
+			c.skipOnce(Skip{Readiness, r})
 			return
 		}
 		c.out.observe(Observation{Kind: BecameReady, Seconds: float64(c.next.Readiness)})

@@ -24,6 +24,16 @@ func (c *stepper) sandbox() {
 		c.skipOnce(Skip{SandboxCreation, InvalidCondition})
 		return
 	}
+	if first := c.pod.FirstContainerStart; c.next.FirstSandboxReady == 0 && first != 0 && c.pod.DeletionTimestamp == nil &&
+		(sandbox.Status != corev1.ConditionTrue || first < sandbox.LastTransitionTime) {
+		// A container ran before the sandbox's current readiness, or
+		// while no sandbox is ready: containers start only in a ready
+		// sandbox, so the first one was ready by then and is gone. What
+		// the condition shows is a re-creation (or its absence), and the
+		// first creation can no longer be measured, nor have timed out.
+		c.recreatedBeforeSeen(sandbox, first)
+		return
+	}
 	if sandbox.Status != corev1.ConditionTrue {
 		// False or Unknown: a sandbox being created, lost, or torn down at
 		// termination. None of these is an observation of creation.
@@ -48,6 +58,22 @@ func (c *stepper) sandbox() {
 		c.next.Recreations++
 		c.out.observe(Observation{Kind: SandboxRecreated})
 	}
+}
+
+// recreatedBeforeSeen consumes the first creation of a pod whose first
+// sandbox was lost before podslo saw it ready. The sandbox was ready at
+// the latest when the first container started: a readiness after that is
+// a re-creation from then on, and the current one, if True, is where
+// podslo starts counting.
+func (c *stepper) recreatedBeforeSeen(sandbox *Condition, firstContainer int64) {
+	c.next.SeenRecreated = true
+	c.next.FirstSandboxReady = firstContainer
+	if sandbox.Status == corev1.ConditionTrue {
+		c.next.FirstSandboxReady = sandbox.LastTransitionTime
+	}
+	c.next.LastSandboxReady = c.next.FirstSandboxReady
+	c.next.Phases = c.next.Phases.With(PhaseSandbox)
+	c.skipOnce(Skip{SandboxCreation, RecreatedBeforeSeen})
 }
 
 // typeAdded reports whether another sandbox condition type still shows the
@@ -125,8 +151,8 @@ func (c *stepper) firstCreation(readyAt int64) {
 		// the timeout all the same.
 		c.timedOut(scheduled.LastTransitionTime)
 	}
-	if c.startupTooOld(readyAt) {
-		skip(TooOld)
+	if r, unseen := c.startupUnseen(readyAt); unseen {
+		skip(r)
 		return
 	}
 	c.out.observe(Observation{Kind: SandboxCreated, Seconds: float64(latency)})
@@ -177,6 +203,10 @@ func (c *stepper) timedOut(scheduled int64) {
 		return
 	}
 	c.next.TimedOut = true
+	if c.next.SeenRecreated {
+		c.skipOnce(Skip{SandboxCreation, RecreatedBeforeSeen})
+		return
+	}
 	if c.next.SeenLate || c.tooOld(scheduled+int64(c.cfg.timeout()/time.Second)) {
 		c.skipOnce(Skip{SandboxCreation, TooOld})
 		return

@@ -45,8 +45,8 @@ func (c *stepper) firstStable(at int64) {
 	default:
 		c.next.Stabilization = at - ready
 		c.next.HasStabilization = true
-		if c.startupTooOld(at) {
-			c.skipOnce(Skip{Stabilization, TooOld})
+		if r, unseen := c.startupUnseen(at); unseen {
+			c.skipOnce(Skip{Stabilization, r})
 			return
 		}
 		c.out.observe(Observation{Kind: Stabilized, Seconds: float64(c.next.Stabilization)})

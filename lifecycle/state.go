@@ -70,10 +70,15 @@ const (
 	// NoContainerStarted: the pod is Ready but no container reports a
 	// running start time.
 	NoContainerStarted Reason = 6
+	// RecreatedBeforeSeen: the pod's first sandbox was lost before podslo
+	// saw it ready (podslo was down, new, or its state lost): a container
+	// shows a start before the current sandbox's readiness, so that
+	// readiness is a re-creation and the pod's start-up cannot be measured.
+	RecreatedBeforeSeen Reason = 7
 
 	// numReasons is one past the last Reason; as for SLI, the values are
 	// persisted and only ever appended.
-	numReasons = NoContainerStarted + 1
+	numReasons = RecreatedBeforeSeen + 1
 )
 
 func (r Reason) String() string {
@@ -92,6 +97,8 @@ func (r Reason) String() string {
 		return "terminated_before_delete"
 	case NoContainerStarted:
 		return "no_container_started"
+	case RecreatedBeforeSeen:
+		return "recreated_before_seen"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -265,6 +272,11 @@ type State struct {
 	// remembered but never observed; re-creations, terminations and
 	// stability losses from then on are.
 	SeenLate bool
+	// SeenRecreated: podslo first saw the pod's sandbox ready (or lost)
+	// after a container had already run in an earlier sandbox. Like
+	// SeenLate, its start-up SLIs and creation timeout are never observed,
+	// and are skipped as recreated_before_seen.
+	SeenRecreated bool
 	// Phases holds the start-up phases already observed or skipped.
 	Phases PhaseSet
 	// Skipped holds the skips already counted.

@@ -142,10 +142,18 @@ func (c *stepper) tooOld(t int64) bool {
 	return c.now-t > int64(c.cfg.maxAge()/time.Second)
 }
 
-// startupTooOld is tooOld for the start-up SLIs, which a pod first seen
-// late never gets: its start-up happened before podslo could see it.
-func (c *stepper) startupTooOld(t int64) bool {
-	return c.next.SeenLate || c.tooOld(t)
+// startupUnseen tells whether a start-up SLI ending at t cannot be
+// observed, and why: the pod was first seen late, or after its first
+// sandbox was re-created (its start-up happened before podslo could see
+// it), or t is older than the max age.
+func (c *stepper) startupUnseen(t int64) (Reason, bool) {
+	switch {
+	case c.next.SeenRecreated:
+		return RecreatedBeforeSeen, true
+	case c.next.SeenLate || c.tooOld(t):
+		return TooOld, true
+	}
+	return 0, false
 }
 
 // phase observes one start-up phase from start to end, once.
@@ -157,9 +165,11 @@ func (c *stepper) phase(p Phase, start, end int64) {
 	switch {
 	case end < start:
 		c.skipOnce(Skip{StartupPhase, NegativeDuration})
-	case c.startupTooOld(end):
-		c.skipOnce(Skip{StartupPhase, TooOld})
 	default:
+		if r, unseen := c.startupUnseen(end); unseen {
+			c.skipOnce(Skip{StartupPhase, r})
+			return
+		}
 		c.out.observe(Observation{Kind: PhaseDone, Phase: p, Seconds: float64(end - start)})
 	}
 }

@@ -59,7 +59,11 @@ func (c *stepper) termination() {
 	}
 	// The grace period ends at the current deletionTimestamp, which a
 	// second, shorter delete may have moved earlier.
-	overGrace := down > c.pod.DeletionTimestamp.Unix()
+	// At one-second precision, a sandbox torn down in the second the grace
+	// period ends may or may not be over it; a container the kubelet had
+	// to SIGKILL at or after that end says it was.
+	end := c.pod.DeletionTimestamp.Unix()
+	overGrace := down > end || (c.pod.ContainerKilled != 0 && c.pod.ContainerKilled >= end)
 	c.out.observe(Observation{Kind: Terminated, Seconds: float64(c.next.Termination), OverGrace: overGrace})
 }
 

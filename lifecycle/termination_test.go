@@ -19,6 +19,13 @@ func deleting(t *testing.T, pod *Pod, requestedAt string, grace int64) *Pod {
 	return p
 }
 
+// killedAt marks a container of pod as SIGKILLed (exit 137) at finishedAt.
+func killedAt(t *testing.T, pod *Pod, finishedAt string) *Pod {
+	t.Helper()
+	pod.ContainerKilled = ts(t, finishedAt).Unix()
+	return pod
+}
+
 type terminationRun struct {
 	terminated []float64
 	overGrace  []bool
@@ -100,6 +107,33 @@ func TestTermination(t *testing.T) {
 			want:   []float64{12},
 			// The second delete moved the deadline to 15:33:58.
 			overGrace: []bool{true},
+		},
+		{
+			// The real kubelet SIGKILLs a container that ignores SIGTERM at
+			// the end of its grace and tears the sandbox down within the
+			// same second: at one-second precision the sandbox's False is
+			// not after deletionTimestamp, but the container's exit 137 at
+			// that second says the grace was used up (issue 26, defect 2).
+			name: "killed at the end of the grace period, sandbox down in the same second",
+			snaps: []snapshot{
+				{"2022-12-06T12:33:50Z", running},
+				{"2022-12-06T15:33:47Z", deleting(t, running, "2022-12-06T15:33:47Z", 5)},
+				{"2022-12-06T15:33:53Z", killedAt(t, deleting(t, down("2022-12-06T15:33:52Z"), "2022-12-06T15:33:47Z", 5), "2022-12-06T15:33:52Z")},
+			},
+			vanish:    true,
+			want:      []float64{5},
+			overGrace: []bool{true},
+		},
+		{
+			name: "a container SIGKILLed before the grace period ended is no overrun",
+			snaps: []snapshot{
+				{"2022-12-06T12:33:50Z", running},
+				{"2022-12-06T15:33:47Z", deleting(t, running, "2022-12-06T15:33:47Z", 5)},
+				{"2022-12-06T15:33:53Z", killedAt(t, deleting(t, down("2022-12-06T15:33:52Z"), "2022-12-06T15:33:47Z", 5), "2022-12-06T15:33:51Z")},
+			},
+			vanish:    true,
+			want:      []float64{5},
+			overGrace: []bool{false},
 		},
 		{
 			name: "terminating past the grace period",

@@ -129,6 +129,7 @@ const (
 	flagStable             = 1 << 8
 	flagStableSeen         = 1 << 9
 	flagSeenLate           = 1 << 10
+	flagSeenRecreated      = 1 << 11
 )
 
 func stateFlags(s *lifecycle.State) uint64 {
@@ -136,7 +137,7 @@ func stateFlags(s *lifecycle.State) uint64 {
 		flag(s.UserError, flagUserError) | flag(s.Excluded, flagExcluded) | flag(s.HasTermination, flagHasTermination) |
 		flag(s.TerminationDone, flagTerminationDone) | flag(s.HasReadiness, flagHasReadiness) |
 		flag(s.HasStabilization, flagHasStabilization) | flag(s.Stable, flagStable) | flag(s.StableSeen, flagStableSeen) |
-		flag(s.SeenLate, flagSeenLate)
+		flag(s.SeenLate, flagSeenLate) | flag(s.SeenRecreated, flagSeenRecreated)
 }
 
 func setFlags(s *lifecycle.State, flags uint64) {
@@ -151,6 +152,7 @@ func setFlags(s *lifecycle.State, flags uint64) {
 	s.Stable = flags&flagStable != 0
 	s.StableSeen = flags&flagStableSeen != 0
 	s.SeenLate = flags&flagSeenLate != 0
+	s.SeenRecreated = flags&flagSeenRecreated != 0
 }
 
 func flag(set bool, bit uint64) uint64 {

@@ -59,7 +59,7 @@ type Options struct {
 	// in memory only. Required.
 	Dir string
 	// Buckets are the classic bucket upper bounds shared by every histogram.
-	// Changing them resets the persisted histograms. Default
+	// Changing them keeps the persisted counts (rebucket). Default
 	// KubeletStartupBuckets.
 	Buckets []float64
 	// GCInterval is how often the value log is garbage-collected. Default

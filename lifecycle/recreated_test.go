@@ -1,0 +1,104 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// What a fresh state (a new install, a lost PVC, a new shard) first sees of
+// pods whose sandbox the real kubelet re-created after a crash: the
+// kubelet writes PodReadyToStartContainers=False then True, often in the
+// same second, and only then restarts the containers, whose lastState keeps
+// the start in the first sandbox (issue 26, defect 1).
+func TestFirstSightOfARecreatedSandbox(t *testing.T) {
+	scheduled := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	unixAt := func(d time.Duration) int64 { return scheduled.Add(d).Unix() }
+	cfg := &Config{}
+	now := scheduled.Add(3 * time.Minute)
+	pod := func(sandbox corev1.ConditionStatus, sandboxAt time.Duration, firstContainer time.Duration) *Pod {
+		p := &Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(scheduled)},
+			Conditions: []Condition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: scheduled.Unix()},
+				{Type: corev1.PodReadyToStartContainers, Status: sandbox, LastTransitionTime: unixAt(sandboxAt)},
+			},
+		}
+		if firstContainer >= 0 {
+			p.FirstContainerStart = unixAt(firstContainer)
+		}
+		return p
+	}
+	recreated := Skip{SandboxCreation, RecreatedBeforeSeen}
+	// PodScheduled does not move when a sandbox is re-created: the
+	// scheduling phase is still measured, and nothing else.
+	scheduling := Observation{Kind: PhaseDone, Phase: PhaseScheduling}
+
+	t.Run("ready again after a crash", func(t *testing.T) {
+		// First sandbox ready at 2 s, containers from 3 s, re-created at
+		// 154 s: 154 s is no creation, and no timeout either.
+		next, out := Step(now, pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second), State{}, cfg)
+		assert.Equal(t, []Observation{scheduling}, out.Observations, "no creation, no timeout, no re-creation counted")
+		assert.Equal(t, []Skip{recreated}, sandboxSkips(out.Skips))
+		assert.True(t, next.SeenRecreated)
+		assert.False(t, next.HasSandboxCreation)
+		assert.Equal(t, unixAt(154*time.Second), next.FirstSandboxReady)
+		assert.Equal(t, unixAt(154*time.Second), next.LastSandboxReady)
+
+		// The next crash is a re-creation podslo sees: counted once.
+		again, out := Step(now.Add(time.Minute), pod(corev1.ConditionTrue, 200*time.Second, 3*time.Second), next, cfg)
+		assert.Equal(t, []Observation{{Kind: SandboxRecreated}}, out.Observations)
+		assert.Equal(t, uint32(1), again.Recreations)
+		// And the periodic check never finds it pending.
+		_, out = Timeout(now.Add(time.Hour), again, cfg)
+		assert.True(t, out.Empty())
+	})
+
+	t.Run("seen while the sandbox is being re-created", func(t *testing.T) {
+		next, out := Step(now, pod(corev1.ConditionFalse, 150*time.Second, 3*time.Second), State{}, cfg)
+		assert.Equal(t, []Observation{scheduling}, out.Observations)
+		assert.Equal(t, []Skip{recreated}, sandboxSkips(out.Skips))
+		assert.Equal(t, unixAt(3*time.Second), next.FirstSandboxReady, "ready at the latest when a container started")
+		_, out = Timeout(scheduled.Add(10*time.Minute), next, cfg)
+		assert.True(t, out.Empty(), "not pending, so no false timeout")
+		// It comes back: a re-creation.
+		back, out := Step(now, pod(corev1.ConditionTrue, 151*time.Second, 3*time.Second), next, cfg)
+		assert.Equal(t, []Observation{{Kind: SandboxRecreated}}, out.Observations)
+		assert.Equal(t, uint32(1), back.Recreations)
+	})
+
+	t.Run("start-up SLIs are skipped with the same reason", func(t *testing.T) {
+		p := pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second)
+		p.ContainersStarted = unixAt(155 * time.Second)
+		p.Conditions = append(p.Conditions, Condition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: unixAt(155 * time.Second)})
+		_, out := Step(now, p, State{}, cfg)
+		assert.Equal(t, []Observation{scheduling}, out.Observations, "the readiness after a re-creation is not the first readiness")
+		assert.Contains(t, out.Skips, Skip{Readiness, RecreatedBeforeSeen})
+		assert.Contains(t, out.Skips, Skip{StartupPhase, RecreatedBeforeSeen})
+		assert.NotContains(t, out.Skips, Skip{StartupPhase, TooOld})
+	})
+
+	t.Run("containers that started with the first sandbox are no evidence", func(t *testing.T) {
+		// Same second as the readiness: second precision cannot order
+		// them, and a first start always looks like this.
+		_, out := Step(now, pod(corev1.ConditionTrue, 2*time.Second, 2*time.Second), State{}, cfg)
+		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 2})
+		assert.Empty(t, sandboxSkips(out.Skips))
+	})
+
+	t.Run("no container yet: a first creation as before", func(t *testing.T) {
+		_, out := Step(now, pod(corev1.ConditionTrue, 2*time.Second, -1), State{}, cfg)
+		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 2})
+	})
+
+	t.Run("a sandbox podslo saw ready first is unaffected", func(t *testing.T) {
+		first, _ := Step(now, pod(corev1.ConditionTrue, 2*time.Second, -1), State{}, cfg)
+		next, out := Step(now, pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second), first, cfg)
+		assert.Equal(t, []Observation{{Kind: SandboxRecreated}}, out.Observations)
+		assert.False(t, next.SeenRecreated)
+		assert.Equal(t, int64(2), next.SandboxCreation)
+	})
+}
