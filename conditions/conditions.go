@@ -99,12 +99,6 @@ func GetPod(conds []corev1.PodCondition, t corev1.PodConditionType) (corev1.PodC
 	return corev1.PodCondition{}, false
 }
 
-// IsPodTrue treats a missing condition as not true.
-func IsPodTrue(conds []corev1.PodCondition, t corev1.PodConditionType) bool {
-	c, ok := GetPod(conds, t)
-	return ok && c.Status == corev1.ConditionTrue
-}
-
 // Owner is the only way to write conditions, so that a condition type the
 // caller does not own is never touched. The zero Owner owns nothing. It
 // writes pod conditions only: podslo has no object with metav1.Condition
@@ -186,18 +180,6 @@ func (o Owner) SetPod(pod *corev1.Pod, cond corev1.PodCondition, now metav1.Time
 	}
 	conds[i] = next
 	return true, nil
-}
-
-// RemovePod deletes the condition of type t from pod.Status.Conditions and
-// reports whether it was there. The API server keeps it until PodStatusPatch
-// is called with t among removed.
-func (o Owner) RemovePod(pod *corev1.Pod, t corev1.PodConditionType) (bool, error) {
-	if err := o.checkOwned(string(t)); err != nil {
-		return false, err
-	}
-	n := len(pod.Status.Conditions)
-	pod.Status.Conditions = slices.DeleteFunc(pod.Status.Conditions, func(c corev1.PodCondition) bool { return c.Type == t })
-	return len(pod.Status.Conditions) != n, nil
 }
 
 // deleteDirective is how a strategic-merge patch removes one element of a

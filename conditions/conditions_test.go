@@ -255,49 +255,7 @@ func TestSetRejects(t *testing.T) {
 	}
 }
 
-func TestRemovePod(t *testing.T) {
-	stableCond := corev1.PodCondition{Type: stable, Status: corev1.ConditionTrue, LastTransitionTime: earlier, Reason: "Settled"}
-	drainedCond := corev1.PodCondition{Type: drained, Status: corev1.ConditionFalse, LastTransitionTime: earlier, Reason: "Serving"}
-	for _, tc := range []struct {
-		name        string
-		existing    []corev1.PodCondition
-		remove      corev1.PodConditionType
-		want        []corev1.PodCondition
-		wantChanged bool
-		wantErr     error
-	}{
-		{
-			name:        "present",
-			existing:    []corev1.PodCondition{stableCond, drainedCond},
-			remove:      stable,
-			want:        append(kubeletConds(), drainedCond),
-			wantChanged: true,
-		},
-		{
-			name:     "absent",
-			existing: []corev1.PodCondition{drainedCond},
-			remove:   stable,
-			want:     append(kubeletConds(), drainedCond),
-		},
-		{
-			name:     "not owned",
-			existing: []corev1.PodCondition{stableCond},
-			remove:   corev1.PodReady,
-			want:     append(kubeletConds(), stableCond),
-			wantErr:  conditions.ErrNotOwned,
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := podWith(1, tc.existing...)
-			changed, err := newOwner(t).RemovePod(pod, tc.remove)
-			assert.ErrorIs(t, err, tc.wantErr)
-			assert.Equal(t, tc.wantChanged, changed)
-			assert.Equal(t, tc.want, pod.Status.Conditions)
-		})
-	}
-}
-
-func TestGetAndIsTrue(t *testing.T) {
+func TestGetPod(t *testing.T) {
 	podConds := append(kubeletConds(),
 		corev1.PodCondition{Type: stable, Status: corev1.ConditionTrue, Reason: "Settled"},
 		corev1.PodCondition{Type: drained, Status: corev1.ConditionUnknown, Reason: "NoData"},
@@ -305,18 +263,18 @@ func TestGetAndIsTrue(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		typ    string
-		want   bool
+		status corev1.ConditionStatus
 		exists bool
 	}{
-		{name: "missing", typ: "podslo.io/Missing", want: false, exists: false},
-		{name: "false", typ: string(corev1.PodReady), want: false, exists: true},
-		{name: "unknown", typ: string(drained), want: false, exists: true},
-		{name: "true", typ: string(stable), want: true, exists: true},
+		{name: "missing", typ: "podslo.io/Missing", exists: false},
+		{name: "false", typ: string(corev1.PodReady), status: corev1.ConditionFalse, exists: true},
+		{name: "unknown", typ: string(drained), status: corev1.ConditionUnknown, exists: true},
+		{name: "true", typ: string(stable), status: corev1.ConditionTrue, exists: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, conditions.IsPodTrue(podConds, corev1.PodConditionType(tc.typ)))
-			_, ok := conditions.GetPod(podConds, corev1.PodConditionType(tc.typ))
+			c, ok := conditions.GetPod(podConds, corev1.PodConditionType(tc.typ))
 			assert.Equal(t, tc.exists, ok)
+			assert.Equal(t, tc.status, c.Status)
 		})
 	}
 
@@ -325,7 +283,8 @@ func TestGetAndIsTrue(t *testing.T) {
 		require.True(t, ok)
 		assert.Equal(t, corev1.PodCondition{Type: stable, Status: corev1.ConditionTrue, Reason: "Settled"}, c)
 		c.Status = corev1.ConditionFalse
-		assert.True(t, conditions.IsPodTrue(podConds, stable))
+		again, _ := conditions.GetPod(podConds, stable)
+		assert.Equal(t, corev1.ConditionTrue, again.Status)
 	})
 }
 

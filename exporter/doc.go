@@ -1,4 +1,4 @@
 // Package exporter wires podslo's data flow into one component: informers
-// feed lifecycle and the store, collectors serve /metrics and the landing
-// page's per-class table from the store.
+// hand pods to the pipeline, which runs lifecycle and writes the store, and
+// collectors serve /metrics and the landing page's class table from it.
 package exporter

@@ -118,7 +118,7 @@ func TestPodListOfDecodedPodsKeepsOnlyItsShard(t *testing.T) {
 }
 
 // FailedMount events of another shard's pod, or reported by another
-// node's kubelet, never reach the handler.
+// node's kubelet, never reach the handler, once trimmed as in the watch.
 func TestEventsOfOtherShardsAndNodesAreDropped(t *testing.T) {
 	sc := scope.Scope{Node: "node-a", TotalShards: 2}
 	var mine, theirs types.UID
@@ -140,10 +140,16 @@ func TestEventsOfOtherShardsAndNodesAreDropped(t *testing.T) {
 			Source:         corev1.EventSource{Component: "kubelet", Host: host},
 		}
 	}
-	w.handleEvent(event(mine, "node-a"))
-	w.handleEvent(event(theirs, "node-a"))
-	w.handleEvent(event(mine, "node-b"))
-	w.handleEvent(event(mine, ""))
+	// Through the trim, as the watch hands them on.
+	handle := func(ev *corev1.Event) {
+		trimmed, err := w.trim.transform(ev)
+		require.NoError(t, err)
+		w.handleEvent(trimmed)
+	}
+	handle(event(mine, "node-a"))
+	handle(event(theirs, "node-a"))
+	handle(event(mine, "node-b"))
+	handle(event(mine, ""))
 	assert.Equal(t, []string{"user error " + string(mine) + " ns/" + string(mine), "user error " + string(mine) + " ns/" + string(mine)}, rec.calls)
 }
 

@@ -33,12 +33,16 @@ func (t *trimmer) transform(obj any) (any, error) {
 	case *lifecycle.Pod:
 		return o, nil
 	case *corev1.Event:
-		// What the user-error filter reads: which pod, and what went wrong.
+		// What the user-error filter reads: which pod, what went wrong, and
+		// which node's kubelet said so. Without the host, per-node mode
+		// would hand on every node's events, and the pipeline would hold
+		// each for a pod it never sees.
 		return &corev1.Event{
 			ObjectMeta:     trimMeta(&o.ObjectMeta, nil, nil),
 			InvolvedObject: corev1.ObjectReference{Kind: o.InvolvedObject.Kind, Namespace: o.InvolvedObject.Namespace, Name: o.InvolvedObject.Name, UID: o.InvolvedObject.UID},
 			Reason:         o.Reason,
 			Message:        o.Message,
+			Source:         corev1.EventSource{Host: o.Source.Host},
 		}, nil
 	case *corev1.PersistentVolumeClaim:
 		return &corev1.PersistentVolumeClaim{

@@ -18,118 +18,49 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 const clusterName = "podslo-chaos"
 
-// cluster is a kwok cluster made as hack/kwok/cluster.sh makes one (the
-// same binaries, offline, on 127.0.0.1, deploy/kwok's node and pod stages),
-// without kube-scheduler and kube-controller-manager: the run binds each
-// pod itself through the binding subresource, which writes PodScheduled as
-// the scheduler would, and creates the ServiceAccounts. This start-up
-// duplicates hack/scale's (cluster.go there), which uses its own lighter pod
-// stages: the two are separate modules with separate stage files.
+// cluster is the run's kwok cluster (harness.Cluster) with deploy/kwok's
+// node and pod stages and hack/chaos/kwok.yaml, and the faults the run
+// puts it through: kube-apiserver killed and started again, etcd
+// compacted. The run binds each pod itself through the binding
+// subresource, which writes PodScheduled as the scheduler would.
 type cluster struct {
-	kwokctl    string
-	workdir    string // KWOK_WORKDIR
-	dir        string // the cluster's directory under workdir
-	Kubeconfig string
-	log        *slog.Logger
-	// keepLogs, if set, is where the components' logs are copied before
-	// the cluster is deleted.
-	keepLogs string
+	*harness.Cluster
 	// apiserver is the restarted kube-apiserver, once the run restarted it.
 	apiserver *exec.Cmd
 	apiDone   chan struct{}
 }
 
-func (c *cluster) env() []string {
-	env := append(os.Environ(), "KWOK_WORKDIR="+c.workdir)
-	if _, err := exec.LookPath("kubectl"); err != nil {
-		// As cluster.sh: without kubectl, kwokctl would download one and,
-		// offline, retry for two minutes; /readyz is polled below instead.
-		env = append(env, "KWOK_KUBECTL_BINARY=/bin/true")
-	}
-	return env
-}
-
-// up creates the cluster; down must be called even when up fails.
-func (c *cluster) up(ctx context.Context, o *Options) error {
-	c.kwokctl = filepath.Join(o.Kwokbin, "kwokctl")
-	c.workdir = filepath.Join(o.Workdir, "kwok")
-	c.dir = filepath.Join(c.workdir, "clusters", clusterName)
+// newCluster describes the run's cluster; keepLogs, if set, is where its
+// components' logs are copied before it is deleted.
+func newCluster(o *Options, keepLogs string, log *slog.Logger) *cluster {
 	deploy := filepath.Join(o.Repo, "deploy", "kwok")
-	args := []string{"--name", clusterName,
-		"--config", filepath.Join(deploy, "kwokctl.yaml"),
-		"--config", filepath.Join(deploy, "node-stages.yaml"),
-		"--config", filepath.Join(deploy, "pod-stages.yaml"),
-		"--config", filepath.Join(o.Repo, "hack", "chaos", "kwok.yaml"),
-		"create", "cluster", "--kubeconfig", "",
-		"--disable", "kube-scheduler,kube-controller-manager",
-		"--disable-qps-limits",
-		"--etcd-binary", filepath.Join(o.Testbin, "etcd"),
-		"--kube-apiserver-binary", filepath.Join(o.Testbin, "kube-apiserver"),
-		"--kwok-controller-binary", filepath.Join(o.Kwokbin, "kwok"),
-	}
-	cmd := exec.CommandContext(ctx, c.kwokctl, args...)
-	cmd.Env = c.env()
-	logf, err := os.Create(filepath.Join(o.Workdir, "kwokctl.log"))
-	if err != nil {
-		return err
-	}
-	defer logf.Close()
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("kwokctl create cluster (log in %s): %w", logf.Name(), err)
-	}
-	c.Kubeconfig = filepath.Join(c.dir, "kubeconfig.yaml")
-	return c.waitAPI(ctx, 2*time.Minute)
+	return &cluster{Cluster: harness.NewCluster(harness.ClusterOptions{
+		Name:    clusterName,
+		Kwokbin: o.Kwokbin,
+		Testbin: o.Testbin,
+		Workdir: o.Workdir,
+		Configs: []string{
+			filepath.Join(deploy, "kwokctl.yaml"),
+			filepath.Join(deploy, "node-stages.yaml"),
+			filepath.Join(deploy, "pod-stages.yaml"),
+			filepath.Join(o.Repo, "hack", "chaos", "kwok.yaml"),
+		},
+		KeepLogs: keepLogs,
+		Logger:   log,
+	})}
 }
 
-// waitAPI polls kube-apiserver's /readyz.
-func (c *cluster) waitAPI(ctx context.Context, timeout time.Duration) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	cfg.Timeout = 5 * time.Second
-	cs, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
-		return err == nil && string(body) == "ok", nil
-	})
-}
-
-// down deletes the cluster: kwokctl kills its processes by their pid files
-// (the run keeps kube-apiserver's current) and removes its directory.
+// down deletes the cluster (kwokctl kills its processes by their pid
+// files, and the run keeps kube-apiserver's current), then reaps the
+// kube-apiserver the run restarted.
 func (c *cluster) down() {
-	if c.kwokctl == "" {
-		return
-	}
-	// A fresh context: the run's may be cancelled already.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if c.keepLogs != "" {
-		// kwokctl removes the cluster's directory with its logs.
-		if out, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(c.dir, "logs"), c.keepLogs).CombinedOutput(); err != nil {
-			c.log.Warn("Keeping the cluster's logs failed", "err", err, "output", string(out))
-		}
-	}
-	// --kubeconfig must name a file; a missing one is only logged.
-	cmd := exec.CommandContext(ctx, c.kwokctl, "--name", clusterName, "delete", "cluster",
-		"--kubeconfig", filepath.Join(c.workdir, "no-kubeconfig"))
-	cmd.Env = c.env()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		c.log.Error("Deleting the kwok cluster failed", "err", err, "output", string(out))
-	} else {
-		c.log.Info("Deleted the kwok cluster")
-	}
+	c.Delete()
 	if c.apiserver != nil {
 		// Killed by kwokctl through the pid file; reap it, or kill it if
 		// kwokctl could not.
@@ -143,7 +74,7 @@ func (c *cluster) down() {
 }
 
 func (c *cluster) pidFile(component string) string {
-	return filepath.Join(c.dir, "pids", component+".pid")
+	return filepath.Join(c.Dir, "pids", component+".pid")
 }
 
 func readPid(path string) (int, error) {
@@ -245,7 +176,7 @@ func (c *cluster) stopAPIServer() (*processImage, error) {
 // startAPIServer starts kube-apiserver again as it ran, logging where it
 // logged, and records its pid where kwokctl will look for it.
 func (c *cluster) startAPIServer(img *processImage) error {
-	logf, err := os.OpenFile(filepath.Join(c.dir, "logs", "kube-apiserver.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	logf, err := os.OpenFile(filepath.Join(c.Dir, "logs", "kube-apiserver.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
 	if err != nil {
 		return err
 	}

@@ -265,7 +265,7 @@ func (f *faults) outage(ctx context.Context) error {
 	if err := f.cl.startAPIServer(img); err != nil {
 		return err
 	}
-	if err := f.cl.waitAPI(ctx, 3*time.Minute); err != nil {
+	if err := f.cl.WaitReady(ctx, 3*time.Minute); err != nil {
 		return fmt.Errorf("kube-apiserver did not come back: %w", err)
 	}
 	rec.APIReady = time.Now()

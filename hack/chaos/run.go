@@ -42,12 +42,13 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	res := &Results{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o), Options: o, Command: os.Args}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 2))
 
-	cl := &cluster{log: log}
+	var keepLogs string
 	if o.Keep {
-		cl.keepLogs = filepath.Join(o.Workdir, "cluster-logs")
+		keepLogs = filepath.Join(o.Workdir, "cluster-logs")
 	}
+	cl := newCluster(o, keepLogs, log)
 	defer cl.down()
-	if err := cl.up(ctx, o); err != nil {
+	if err := cl.Create(ctx); err != nil {
 		return err
 	}
 	log.Info("Cluster up", "kubeconfig", cl.Kubeconfig)

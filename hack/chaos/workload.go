@@ -1,31 +1,23 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strconv"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 const (
@@ -85,65 +77,13 @@ func retry(ctx context.Context, fn func() error) error {
 	}
 }
 
-// parallel calls fn for every i in [from, to) on w workers and stops at the
-// first error.
-func parallel(ctx context.Context, from, to, w int, fn func(ctx context.Context, i int) error) error {
-	var next atomic.Int64
-	next.Store(int64(from))
-	g, gctx := errgroup.WithContext(ctx)
-	for range w {
-		g.Go(func() error {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= to || gctx.Err() != nil {
-					return gctx.Err()
-				}
-				if err := fn(gctx, i); err != nil {
-					return err
-				}
-			}
-		})
-	}
-	return g.Wait()
-}
-
 // setUp creates deploy/kwok/classes.yaml's classes and the second
 // StorageClass, the namespaces with their default ServiceAccounts (no
 // kube-controller-manager creates them, and admission refuses pods
 // without), the PVCs and the nodes. It returns each claim's class.
 func (c *client) setUp(ctx context.Context, repo string, nodes int) (map[string]string, error) {
-	classes := filepath.Join(repo, "deploy", "kwok", "classes.yaml")
-	data, err := os.ReadFile(classes)
-	if err != nil {
+	if err := harness.ApplyClasses(ctx, c.cs, harness.ClassesFile(repo)); err != nil {
 		return nil, err
-	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read %s: %w", classes, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return nil, fmt.Errorf("decode %s: %w", classes, err)
-		}
-		switch o := obj.(type) {
-		case *nodev1.RuntimeClass:
-			_, err = c.cs.NodeV1().RuntimeClasses().Create(ctx, o, metav1.CreateOptions{})
-		case *storagev1.StorageClass:
-			_, err = c.cs.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			err = fmt.Errorf("%s: unexpected %T", classes, obj)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
 	}
 	fast := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fastClass}, Provisioner: "kubernetes.io/no-provisioner"}
 	if _, err := c.cs.StorageV1().StorageClasses().Create(ctx, fast, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -177,20 +117,8 @@ func (c *client) setUp(ctx context.Context, repo string, nodes int) (map[string]
 			}
 		}
 	}
-	err = parallel(ctx, 0, nodes, 8, func(ctx context.Context, i int) error {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        nodeName(i),
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": nodeName(i)},
-			},
-			Status: corev1.NodeStatus{Capacity: corev1.ResourceList{
-				corev1.ResourceCPU:    resource.MustParse("32"),
-				corev1.ResourceMemory: resource.MustParse("256Gi"),
-				corev1.ResourcePods:   resource.MustParse("110"),
-			}},
-		}
-		node.Status.Allocatable = node.Status.Capacity
+	err := harness.Parallel(ctx, 0, nodes, 8, func(ctx context.Context, i int) error {
+		node := harness.Node(nodeName(i), 110)
 		return retry(ctx, func() error {
 			_, err := c.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {

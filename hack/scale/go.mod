@@ -6,8 +6,8 @@ module github.com/podslo/podslo/hack/scale
 go 1.26.0
 
 require (
+	github.com/podslo/podslo/hack/harness v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.11.1
-	golang.org/x/sync v0.19.0
 	gonum.org/v1/plot v0.17.0
 	k8s.io/api v0.36.3
 	k8s.io/apimachinery v0.36.3
@@ -44,6 +44,7 @@ require (
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/net v0.49.0 // indirect
 	golang.org/x/oauth2 v0.34.0 // indirect
+	golang.org/x/sync v0.19.0 // indirect
 	golang.org/x/sys v0.40.0 // indirect
 	golang.org/x/term v0.39.0 // indirect
 	golang.org/x/text v0.33.0 // indirect
@@ -60,3 +61,5 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.3.3 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/podslo/podslo/hack/harness => ../harness

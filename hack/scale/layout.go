@@ -124,9 +124,9 @@ func runLayout(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	res := &LayoutResults{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o),
 		Layout: o.Layout, Pods: size, Nodes: (size + o.PodsPerNode - 1) / o.PodsPerNode}
 
-	c := &cluster{log: log}
-	defer c.down()
-	if err := c.up(ctx, o); err != nil {
+	c := newCluster(o, log)
+	defer c.Delete()
+	if err := c.Create(ctx); err != nil {
 		return err
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)

@@ -50,9 +50,9 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	log.Info("Workdir", "path", o.Workdir)
 	res := &Results{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o), Options: o}
 
-	c := &cluster{log: log}
-	defer c.down()
-	if err := c.up(ctx, o); err != nil {
+	c := newCluster(o, log)
+	defer c.Delete()
+	if err := c.Create(ctx); err != nil {
 		return err
 	}
 	log.Info("Cluster up", "kubeconfig", c.Kubeconfig)

@@ -1,28 +1,21 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
-	"sync/atomic"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 const (
@@ -57,28 +50,6 @@ type workload struct {
 	nodes, pods int // created so far
 }
 
-// parallel calls fn for every i in [from, to) on w workers and stops at
-// the first error.
-func parallel(ctx context.Context, from, to, w int, fn func(ctx context.Context, i int) error) error {
-	var next atomic.Int64
-	next.Store(int64(from))
-	g, gctx := errgroup.WithContext(ctx)
-	for range w {
-		g.Go(func() error {
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= to || gctx.Err() != nil {
-					return gctx.Err()
-				}
-				if err := fn(gctx, i); err != nil {
-					return err
-				}
-			}
-		})
-	}
-	return g.Wait()
-}
-
 // retry retries what an overloaded control plane refuses for a while.
 func retry(ctx context.Context, fn func() error) error {
 	delay := 50 * time.Millisecond
@@ -103,40 +74,10 @@ func retry(ctx context.Context, fn func() error) error {
 // no kube-controller-manager to create them, and admission refuses pods
 // without).
 func (w *workload) setUp(ctx context.Context, repo string) error {
-	classes := filepath.Join(repo, "deploy", "kwok", "classes.yaml")
-	data, err := os.ReadFile(classes)
-	if err != nil {
+	if err := harness.ApplyClasses(ctx, w.cs, harness.ClassesFile(repo)); err != nil {
 		return err
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", classes, err)
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return fmt.Errorf("decode %s: %w", classes, err)
-		}
-		switch o := obj.(type) {
-		case *nodev1.RuntimeClass:
-			_, err = w.cs.NodeV1().RuntimeClasses().Create(ctx, o, metav1.CreateOptions{})
-		case *storagev1.StorageClass:
-			_, err = w.cs.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			err = fmt.Errorf("%s: unexpected %T", classes, obj)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	_, err = w.cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
+	_, err := w.cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
 		ObjectMeta: metav1.ObjectMeta{Name: probeRuntimeClass}, Handler: "runc",
 	}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -165,22 +106,8 @@ func (w *workload) growNodes(ctx context.Context, n int) error {
 	if n <= w.nodes {
 		return nil
 	}
-	err := parallel(ctx, w.nodes, n, w.workers, func(ctx context.Context, i int) error {
-		node := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{
-				Name:        nodeName(i),
-				Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
-				Labels:      map[string]string{"type": "kwok", "kubernetes.io/hostname": nodeName(i)},
-			},
-			Status: corev1.NodeStatus{
-				Capacity: corev1.ResourceList{
-					corev1.ResourceCPU:    resource.MustParse("32"),
-					corev1.ResourceMemory: resource.MustParse("256Gi"),
-					corev1.ResourcePods:   *resource.NewQuantity(int64(max(110, w.podsPerNode)), resource.DecimalSI),
-				},
-			},
-		}
-		node.Status.Allocatable = node.Status.Capacity
+	err := harness.Parallel(ctx, w.nodes, n, w.workers, func(ctx context.Context, i int) error {
+		node := harness.Node(nodeName(i), int64(max(110, w.podsPerNode)))
 		return retry(ctx, func() error {
 			_, err := w.cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 			if apierrors.IsAlreadyExists(err) {
@@ -280,7 +207,7 @@ func (w *workload) growPods(ctx context.Context, n int) error {
 	if n <= w.pods {
 		return nil
 	}
-	err := parallel(ctx, w.pods, n, w.workers, func(ctx context.Context, i int) error {
+	err := harness.Parallel(ctx, w.pods, n, w.workers, func(ctx context.Context, i int) error {
 		_, err := w.createPod(ctx, benchPod(i, nodeName(i/w.podsPerNode)))
 		return err
 	})
@@ -313,7 +240,7 @@ func probePod(name string) *corev1.Pod {
 // sandbox creation SLI counts from.
 func (w *workload) createProbes(ctx context.Context, names []string) (map[string]types.UID, error) {
 	uids := make([]types.UID, len(names))
-	err := parallel(ctx, 0, len(names), w.workers, func(ctx context.Context, i int) error {
+	err := harness.Parallel(ctx, 0, len(names), w.workers, func(ctx context.Context, i int) error {
 		uid, err := w.createPod(ctx, probePod(names[i]))
 		if err != nil {
 			return err
@@ -356,7 +283,7 @@ func (w *workload) touch(ctx context.Context, n int, message string) error {
 	now := metav1.Now().UTC().Format(time.RFC3339)
 	patch := []byte(fmt.Sprintf(`{"status":{"conditions":[{"type":%q,"status":"True","reason":"Touched","message":%q,"lastTransitionTime":%q}]}}`,
 		benchCondition, message, now))
-	return parallel(ctx, 0, min(n, w.pods), w.workers, func(ctx context.Context, i int) error {
+	return harness.Parallel(ctx, 0, min(n, w.pods), w.workers, func(ctx context.Context, i int) error {
 		return retry(ctx, func() error {
 			_, err := w.cs.CoreV1().Pods(podNamespace(i)).Patch(ctx, podName(i), types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 			return err
