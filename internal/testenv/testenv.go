@@ -65,6 +65,10 @@ func (e *Env) KillAPIServer(t testing.TB) {
 	t.Fatalf("no kube-apiserver process with cert dir %s", certDir)
 }
 
+// CertDir is kube-apiserver's certificate directory. It holds the service
+// account signing key (sa-signer.key) that a kube-controller-manager needs.
+func (e *Env) CertDir() string { return e.env.ControlPlane.GetAPIServer().CertDir }
+
 // StartAPIServer restarts a kube-apiserver killed by KillAPIServer.
 func (e *Env) StartAPIServer(t testing.TB) {
 	t.Helper()
