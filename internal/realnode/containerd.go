@@ -26,7 +26,7 @@ func (n *Node) startContainerd() error {
 	// /var/lib/cni.
 	conflist := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
-  "name": "podslo-realnode",
+  "name": %q,
   "plugins": [{
     "type": "bridge", "bridge": %q, "isGateway": false, "ipMasq": false,
     "ipam": {"type": "host-local", "dataDir": %q,
@@ -34,7 +34,7 @@ func (n *Node) startContainerd() error {
       "routes": [{"dst": %q}]}
   }]
 }
-`, bridgeName, filepath.Join(n.dir, "cni-ipam"), podSubnet, podSubnet)
+`, cniNetwork, bridgeName, filepath.Join(n.dir, "cni-ipam"), podSubnet, podSubnet)
 	if err := os.WriteFile(filepath.Join(cniConf, "10-podslo.conflist"), []byte(conflist), 0o644); err != nil {
 		return err
 	}
@@ -63,6 +63,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   # A port of its own for exec/attach/port-forward, on loopback.
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  # Pod network namespaces under the state dir, not /var/run/netns, so that
+  # teardown finds every one of them among the mounts under dir.
+  netns_mounts_under_state_dir = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -72,11 +75,13 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         # cgroupfs, as the kubelet's cgroupDriver: there is no systemd.
         SystemdCgroup = false
+        # runc's state under dir, not /run/containerd/runc.
+        Root = %[8]q
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[6]q
     conf_dir = %[7]q
 `, filepath.Join(n.dir, "containerd"), filepath.Join(n.dir, "containerd-state"), n.Socket,
-		filepath.Join(n.dir, "containerd-opt"), Image, cniBinDir, cniConf)
+		filepath.Join(n.dir, "containerd-opt"), Image, cniBinDir, cniConf, filepath.Join(n.dir, "runc"))
 	cfg := filepath.Join(n.dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		return err

@@ -18,10 +18,20 @@ import (
 
 const (
 	cgroupFS = "/sys/fs/cgroup"
-	// netnsDir is where containerd 1.6's CRI pins pod network namespaces
-	// (cni-<uuid>), whatever its root.
+	// netnsDir is where `ip netns` and a CRI without
+	// netns_mounts_under_state_dir pin pod network namespaces.
 	netnsDir = "/var/run/netns"
+	// cniResults is libcni's cache of each attachment's result, a path
+	// containerd 1.6 does not let us move; its files are named after the
+	// network, so ours start with cniNetwork.
+	cniResults = "/var/lib/cni/results"
+	cniNetwork = "podslo-realnode"
 )
+
+// fixedDirs are the paths outside dir the runtime writes to whatever its
+// configuration: containerd 1.6's shim sockets and libcni's cache. Teardown
+// removes those that did not exist before the node started, once empty.
+var fixedDirs = []string{"/run/containerd/s", "/run/containerd", cniResults, "/var/lib/cni", netnsDir}
 
 // setupHost creates the bridge that carries NodeIP and the cgroup root the
 // kubelet puts its pods under.
@@ -87,6 +97,15 @@ func (n *Node) teardown() {
 		}
 	}
 	removeCgroups(t)
+	results, _ := filepath.Glob(filepath.Join(cniResults, cniNetwork+"-*"))
+	for _, r := range results {
+		_ = os.Remove(r)
+	}
+	for _, d := range fixedDirs {
+		if !n.existedBefore[d] {
+			_ = os.Remove(d) // only if empty
+		}
+	}
 	if linkExists(bridgeName) {
 		if out, err := exec.Command("ip", "link", "delete", bridgeName).CombinedOutput(); err != nil {
 			t.Errorf("delete bridge: %v: %s", err, out)
@@ -159,6 +178,20 @@ func (n *Node) Leftovers() []string {
 	for name := range netnsNames() {
 		if !n.netnsBefore[name] {
 			out = append(out, "network namespace "+name)
+		}
+	}
+	for _, d := range fixedDirs {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		if !n.existedBefore[d] && len(entries) == 0 {
+			out = append(out, "directory "+d)
+		}
+		for _, e := range entries {
+			if info, err := e.Info(); err == nil && !e.IsDir() && !info.ModTime().Before(n.started) {
+				out = append(out, "file "+filepath.Join(d, e.Name()))
+			}
 		}
 	}
 	for _, h := range cgroupHierarchies() {

@@ -51,8 +51,10 @@ type Node struct {
 	bin   string
 	procs []*proc // in start order; stopped in reverse
 	// What the host had before, to tell what the node left behind.
-	netnsBefore map[string]bool
-	ipForward   string
+	netnsBefore   map[string]bool
+	existedBefore map[string]bool
+	ipForward     string
+	started       time.Time
 }
 
 // Start starts a control plane (internal/testenv), kube-scheduler,
@@ -102,6 +104,12 @@ func Start(t testing.TB) *Node {
 	}
 	n := &Node{Env: env, Socket: filepath.Join(dir, "containerd.sock"), t: t, dir: dir, bin: bin, netnsBefore: netnsNames()}
 	n.ipForward = readTrim("/proc/sys/net/ipv4/ip_forward")
+	n.started = time.Now()
+	n.existedBefore = map[string]bool{}
+	for _, d := range fixedDirs {
+		_, err := os.Stat(d)
+		n.existedBefore[d] = err == nil
+	}
 	// Registered after testenv's, so it runs before the control plane
 	// stops: the kubelet deletes its pods while the API server is up.
 	t.Cleanup(n.teardown)
