@@ -91,6 +91,7 @@ func Start(t testing.TB) *Node {
 			t.Fatalf("CNI plugin %s missing in %s (Debian: apt-get install containernetworking-plugins): %v", p, cniBinDir, err)
 		}
 	}
+	lockMachine(t)
 	reapLeftovers(t)
 
 	// The node's Hostname address ("realnode") resolves nowhere: the API
@@ -140,6 +141,26 @@ func Start(t testing.TB) *Node {
 		t.Fatalf("kubelet: %v", err)
 	}
 	return n
+}
+
+// lockPath serializes real nodes on this machine: they share the bridge
+// name, the node address and the cgroup root.
+const lockPath = "/tmp/podslo-realnode.lock"
+
+// lockMachine waits until no other real node runs on this machine (another
+// test binary, another checkout), and holds the lock until the test ends,
+// after every other cleanup.
+func lockMachine(t testing.TB) {
+	t.Helper()
+	f, err := os.OpenFile(lockPath, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatalf("open %s: %v", lockPath, err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		f.Close()
+		t.Fatalf("lock %s: %v", lockPath, err)
+	}
+	t.Cleanup(func() { f.Close() }) // closing releases the lock
 }
 
 // proc is a process the node runs, its output in a log file under dir.
