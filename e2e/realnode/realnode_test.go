@@ -177,18 +177,38 @@ func TestSandboxCreationOnARealNode(t *testing.T) {
 		// creations plus re-creations.
 		assert.Equal(ct, uint64(len(classes)+1), kubeletSandboxRuns(ct, node))
 	}, 30*time.Second, 100*time.Millisecond, "podslo's re-creations differ from the pods' conditions or the kubelet's")
+
+	// A pod reaches the API server through the kubernetes Service
+	// (kube-proxy's rules), as the agent's pods must.
+	client := createPod(t, node, ns, "apiserver-client", "", "apiserver")
+	var phase corev1.PodPhase
+	require.Eventually(t, func() bool {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, client.Name, metav1.GetOptions{})
+		require.NoError(t, err)
+		phase = p.Status.Phase
+		return phase == corev1.PodSucceeded || phase == corev1.PodFailed
+	}, 2*time.Minute, 100*time.Millisecond, "the API server client never finished")
+	logs, err := c.CoreV1().Pods(ns).GetLogs(client.Name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	require.NoError(t, err, "the pod's log through the API server and the kubelet")
+	require.Equal(t, corev1.PodSucceeded, phase, "the pod did not reach the API server through the kubernetes Service:\n%s", logs)
+	t.Logf("a pod asked the API server through the kubernetes Service: %s", logs)
 	t.Logf("test body done after %v", time.Since(began).Round(time.Millisecond))
 }
 
-func createPod(t *testing.T, node *realnode.Node, ns, name, class string) *corev1.Pod {
+// createPod creates a pod of the sleeper image, in RuntimeClass class
+// unless empty; args, if any, make it run once (restartPolicy Never).
+func createPod(t *testing.T, node *realnode.Node, ns, name, class string, args ...string) *corev1.Pod {
 	t.Helper()
 	no := false
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: &no,
-			Containers:                   []corev1.Container{{Name: "app", Image: realnode.Image, ImagePullPolicy: corev1.PullNever}},
+			Containers:                   []corev1.Container{{Name: "app", Image: realnode.Image, ImagePullPolicy: corev1.PullNever, Args: args}},
 		},
+	}
+	if len(args) > 0 {
+		pod.Spec.RestartPolicy = corev1.RestartPolicyNever
 	}
 	if class != "" {
 		pod.Spec.RuntimeClassName = &class

@@ -20,9 +20,9 @@ func (n *Node) startContainerd() error {
 	if err := os.MkdirAll(cniConf, 0o755); err != nil {
 		return err
 	}
-	// The bridge already has NodeIP; isGateway false and a route to the pod
-	// subnet only: pods get no default route, and the plugin has no reason
-	// to turn on IP forwarding. IPAM state lives under dir, not in
+	// The bridge already has NodeIP; isGateway false and routes to the pod
+	// subnet and, through the node, to the Services only: pods get no
+	// default route, and the plugin has no reason to turn on IP forwarding. IPAM state lives under dir, not in
 	// /var/lib/cni.
 	conflist := fmt.Sprintf(`{
   "cniVersion": "1.0.0",
@@ -31,10 +31,10 @@ func (n *Node) startContainerd() error {
     "type": "bridge", "bridge": %q, "isGateway": false, "ipMasq": false,
     "ipam": {"type": "host-local", "dataDir": %q,
       "ranges": [[{"subnet": %q, "rangeStart": "10.253.0.10"}]],
-      "routes": [{"dst": %q}]}
+      "routes": [{"dst": %q}, {"dst": %q, "gw": %q}]}
   }]
 }
-`, cniNetwork, bridgeName, filepath.Join(n.dir, "cni-ipam"), podSubnet, podSubnet)
+`, cniNetwork, bridgeName, filepath.Join(n.dir, "cni-ipam"), podSubnet, podSubnet, ServiceCIDR, NodeIP)
 	if err := os.WriteFile(filepath.Join(cniConf, "10-podslo.conflist"), []byte(conflist), 0o644); err != nil {
 		return err
 	}

@@ -68,10 +68,10 @@ func (n *Node) setupHost() error {
 	return nil
 }
 
-// teardown deletes every pod while the kubelet runs, then stops every
-// process, and removes what they leave: containers, mounts, network
-// namespaces, cgroups and the bridge. It fails the test for anything left.
-func (n *Node) teardown() {
+// stopProcesses deletes every pod while the kubelet runs, then stops every
+// process the node started, containerd's tasks before containerd, and
+// removes kube-proxy's rules. It runs before the control plane stops.
+func (n *Node) stopProcesses() {
 	t := n.t
 	if n.kubeletRunning() {
 		n.deletePods()
@@ -87,6 +87,19 @@ func (n *Node) teardown() {
 			}
 		}
 		p.stop(20 * time.Second)
+		if p.name == "kube-proxy" {
+			n.cleanupProxyRules()
+		}
+	}
+}
+
+// cleanHost removes what the processes leave on the host: mounts, network
+// namespaces, cgroups, the bridge, files at fixed paths. It runs after the
+// control plane stopped, and fails the test for anything left.
+func (n *Node) cleanHost() {
+	t := n.t
+	if err := removeKubeRules(); err != nil {
+		t.Errorf("remove the kubelet's and kube-proxy's iptables rules: %v", err)
 	}
 	unmountUnder(t, n.dir)
 	for name := range netnsNames() {
@@ -205,18 +218,23 @@ func (n *Node) Leftovers() []string {
 	if n.ipForward != "" && readTrim("/proc/sys/net/ipv4/ip_forward") != n.ipForward {
 		out = append(out, "net.ipv4.ip_forward changed")
 	}
+	out = append(out, proxyRules()...)
 	return out
 }
 
 // reapLeftovers removes what a test binary killed before its cleanup (a
-// panic, a timeout) left: the bridge and the cgroup root. Their fixed names
-// belong to this harness.
+// panic, a timeout) left: the bridge, the cgroup root and the KUBE-
+// iptables chains. They belong to this harness, and lockMachine holds off
+// any other real node.
 func reapLeftovers(t testing.TB) {
 	if linkExists(bridgeName) {
 		t.Logf("removing bridge %s left by an earlier run", bridgeName)
 		_ = exec.Command("ip", "link", "delete", bridgeName).Run()
 	}
 	removeCgroups(t)
+	if err := removeKubeRules(); err != nil {
+		t.Logf("remove iptables rules left by an earlier run: %v", err)
+	}
 }
 
 func linkExists(name string) bool {

@@ -35,6 +35,9 @@ const (
 	NodeIP     = "10.253.0.1"
 	bridgeName = "podslo-rn0"
 	podSubnet  = "10.253.0.0/24"
+	// ServiceCIDR is the Services' range; pods route it to the node, where
+	// kube-proxy's rules translate it.
+	ServiceCIDR = "10.0.0.0/24"
 	// cgroupRoot holds every pod cgroup of the kubelet, in each cgroup v1
 	// hierarchy, so that teardown knows what to remove.
 	cgroupRoot = "podslo-realnode"
@@ -76,14 +79,14 @@ func Start(t testing.TB) *Node {
 	if err != nil {
 		t.Fatalf("find test binaries: %v", err)
 	}
-	for _, b := range []string{"kube-scheduler", "kube-controller-manager", "kubelet"} {
+	for _, b := range []string{"kube-scheduler", "kube-controller-manager", "kubelet", "kube-proxy"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			t.Fatalf("test binary %s missing in %s (run `make nodebin`): %v", b, bin, err)
 		}
 	}
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip"} {
+	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "iptables-save", "ip6tables-save"} {
 		if _, err := exec.LookPath(b); err != nil {
-			t.Fatalf("%s not found (Debian: apt-get install containerd runc iproute2): %v", b, err)
+			t.Fatalf("%s not found (Debian: apt-get install containerd runc iproute2 iptables): %v", b, err)
 		}
 	}
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
@@ -97,13 +100,12 @@ func Start(t testing.TB) *Node {
 	// The node's Hostname address ("realnode") resolves nowhere: the API
 	// server must dial the kubelet on its InternalIP, or it answers the node
 	// proxy (logs, the kubelet's /metrics) with an error.
-	env := testenv.Start(t, testenv.APIServerFlag("kubelet-preferred-address-types", "InternalIP"))
 	// Not t.TempDir: containerd's socket path must stay under 108 bytes.
 	dir, err := os.MkdirTemp("", "podslo-rn-")
 	if err != nil {
 		t.Fatalf("temp dir: %v", err)
 	}
-	n := &Node{Env: env, Socket: filepath.Join(dir, "containerd.sock"), t: t, dir: dir, bin: bin, netnsBefore: netnsNames()}
+	n := &Node{Socket: filepath.Join(dir, "containerd.sock"), t: t, dir: dir, bin: bin, netnsBefore: netnsNames()}
 	n.ipForward = readTrim("/proc/sys/net/ipv4/ip_forward")
 	n.started = time.Now()
 	n.existedBefore = map[string]bool{}
@@ -111,13 +113,27 @@ func Start(t testing.TB) *Node {
 		_, err := os.Stat(d)
 		n.existedBefore[d] = err == nil
 	}
-	// Registered after testenv's, so it runs before the control plane
-	// stops: the kubelet deletes its pods while the API server is up.
-	t.Cleanup(n.teardown)
-
+	// Registered before the control plane's cleanup, so it runs after it.
+	t.Cleanup(n.cleanHost)
 	if err := n.setupHost(); err != nil {
 		t.Fatalf("prepare the host: %v", err)
 	}
+
+	env := testenv.Start(t,
+		// On the node's address, not loopback: pods reach the API server
+		// there, through the kubernetes Service and kube-proxy, as in a
+		// cluster. It is the address the Service's endpoints advertise.
+		testenv.APIServerAddress(NodeIP, freePort(t, NodeIP)),
+		testenv.APIServerFlag("service-cluster-ip-range", ServiceCIDR),
+		// The node's Hostname address ("realnode") resolves nowhere: the
+		// API server must dial the kubelet on its InternalIP, or it answers
+		// the node proxy (logs, the kubelet's /metrics) with an error.
+		testenv.APIServerFlag("kubelet-preferred-address-types", "InternalIP"))
+	n.Env = env
+	// Registered after the control plane's, so it runs before it stops:
+	// the kubelet deletes its pods while the API server is up.
+	t.Cleanup(n.stopProcesses)
+
 	ca := filepath.Join(dir, "ca.crt")
 	if err := os.WriteFile(ca, env.Config.CAData, 0o600); err != nil {
 		t.Fatal(err)
@@ -139,6 +155,9 @@ func Start(t testing.TB) *Node {
 	}
 	if err := n.startKubelet(); err != nil {
 		t.Fatalf("kubelet: %v", err)
+	}
+	if err := n.startProxy(); err != nil {
+		t.Fatalf("kube-proxy: %v", err)
 	}
 	return n
 }

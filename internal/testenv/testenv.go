@@ -125,6 +125,17 @@ func APIServerFlag(name, value string) Option {
 	return func(e *envtest.Environment) { e.ControlPlane.GetAPIServer().Configure().Set(name, value) }
 }
 
+// APIServerAddress serves kube-apiserver on host:port instead of a free
+// loopback port; its serving certificate names host, and the kubernetes
+// Service's endpoint is that address.
+func APIServerAddress(host, port string) Option {
+	return func(e *envtest.Environment) {
+		s := e.ControlPlane.GetAPIServer()
+		s.SecureServing.Address = host
+		s.SecureServing.Port = port
+	}
+}
+
 // Start starts etcd and kube-apiserver and stops them in t.Cleanup, also
 // when the test fails. A missing binary fails the test: CI must never pass
 // by skipping the real server. `go test -short` skips instead, on purpose.
