@@ -111,7 +111,14 @@ func TestSandboxCreationOnARealNode(t *testing.T) {
 	c := node.Client
 	const ns = "default"
 
-	_, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "runc"}, Handler: "runc"}, metav1.CreateOptions{})
+	// make nodebin stamps the version: unstamped, the node says v0.0.0-master.
+	want, err := testenv.KubernetesVersion()
+	require.NoError(t, err)
+	n, err := c.CoreV1().Nodes().Get(ctx, realnode.NodeName, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, want, n.Status.NodeInfo.KubeletVersion, "the kubelet's version")
+
+	_, err = c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "runc"}, Handler: "runc"}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	tr := &truth{pods: map[types.UID]*podTruth{}}
