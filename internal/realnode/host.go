@@ -23,7 +23,7 @@ const (
 	netnsDir = "/var/run/netns"
 	// cniResults is libcni's cache of each attachment's result, a path
 	// containerd 1.6 does not let us move; its files are named after the
-	// network, so ours start with cniNetwork.
+	// network: cniNetwork-* and cni-loopback-*.
 	cniResults = "/var/lib/cni/results"
 	cniNetwork = "podslo-realnode"
 )
@@ -110,7 +110,16 @@ func (n *Node) cleanHost() {
 		}
 	}
 	removeCgroups(t)
+	// A sandbox the kubelet never stopped (it died first) leaves its CNI
+	// results: ours, and the loopback network's that containerd adds to
+	// every pod, the latter told apart by time.
 	results, _ := filepath.Glob(filepath.Join(cniResults, cniNetwork+"-*"))
+	loopback, _ := filepath.Glob(filepath.Join(cniResults, "cni-loopback-*"))
+	for _, r := range loopback {
+		if info, err := os.Stat(r); err == nil && !info.ModTime().Before(n.started) {
+			results = append(results, r)
+		}
+	}
 	for _, r := range results {
 		_ = os.Remove(r)
 	}

@@ -337,6 +337,20 @@ volumePluginDir: %[7]s
 	return nil
 }
 
+// KillKubelet kills the kubelet with SIGKILL, as a crash would, and waits
+// for it to exit; its pods keep running in containerd.
+func (n *Node) KillKubelet() {
+	n.t.Helper()
+	for _, p := range n.procs {
+		if p.name == "kubelet" {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			return
+		}
+	}
+	n.t.Fatal("no kubelet")
+}
+
 // KubeletMetrics is the kubelet's own /metrics, read through the API
 // server's node proxy, as Prometheus reads it in a cluster.
 func (n *Node) KubeletMetrics(ctx context.Context) ([]byte, error) {
