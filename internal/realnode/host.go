@@ -14,6 +14,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 const (
@@ -166,17 +167,17 @@ func (n *Node) deletePods() {
 	for _, p := range list.Items {
 		_ = n.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{})
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
+	var left int
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 90*time.Second, true, func(ctx context.Context) (bool, error) {
 		list, err := pods.List(ctx, metav1.ListOptions{})
-		if err == nil && len(list.Items) == 0 {
-			return
+		if err != nil {
+			return false, nil // the next poll tells
 		}
-		if time.Now().After(deadline) {
-			n.t.Errorf("pods still present 90s after their deletion: %v", err)
-			return
-		}
-		time.Sleep(200 * time.Millisecond) // poll interval
+		left = len(list.Items)
+		return left == 0, nil
+	})
+	if err != nil {
+		n.t.Errorf("%d pods still present 90s after their deletion: %v", left, err)
 	}
 }
 

@@ -3,6 +3,7 @@ package realnode
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/podslo/podslo/internal/testenv"
 )
@@ -250,19 +252,25 @@ func (p *proc) tail() string {
 // poll calls ok every 100ms until it is true, p exits or d passes.
 func (n *Node) poll(p *proc, what string, d time.Duration, ok func() bool) {
 	n.t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
+	errExited := errors.New("exited")
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, d, true, func(context.Context) (bool, error) {
+		if ok() {
+			return true, nil
+		}
 		if p != nil && p.exited() {
-			n.t.Fatalf("%s exited (%v) before %s:\n%s", p.name, p.err, what, p.tail())
+			return false, errExited
 		}
-		if time.Now().After(deadline) {
-			msg := ""
-			if p != nil {
-				msg = p.tail()
-			}
-			n.t.Fatalf("no %s within %v:\n%s", what, d, msg)
+		return false, nil
+	})
+	switch {
+	case errors.Is(err, errExited):
+		n.t.Fatalf("%s exited (%v) before %s:\n%s", p.name, p.err, what, p.tail())
+	case err != nil:
+		msg := ""
+		if p != nil {
+			msg = p.tail()
 		}
-		time.Sleep(100 * time.Millisecond) // a poll interval, not a wait for an outcome
+		n.t.Fatalf("no %s within %v: %v\n%s", what, d, err, msg)
 	}
 }
 
