@@ -169,9 +169,16 @@ func TestSandboxCreationOnARealNode(t *testing.T) {
 	// podslo counts exactly one re-creation and no second creation.
 	victim := uids["plain-0"]
 	first := tr.get(victim).sandboxReady
+	// Conditions have one-second precision: a sandbox re-created within the
+	// second its first one became ready would show the same
+	// lastTransitionTime, and neither the test nor podslo could tell.
+	require.Eventually(t, func() bool { return time.Now().After(first[0].Add(time.Second)) }, 2*time.Second,
+		10*time.Millisecond)
 	require.NoError(t, node.KillSandbox(string(victim)))
-	require.Eventually(t, func() bool { return len(tr.get(victim).sandboxReady) == len(first)+1 }, 2*time.Minute,
-		100*time.Millisecond, "the killed sandbox never became ready again")
+	if !assert.Eventually(t, func() bool { return len(tr.get(victim).sandboxReady) == len(first)+1 }, 2*time.Minute,
+		100*time.Millisecond) {
+		t.Fatalf("the killed sandbox never became ready again; ready at %v; the pod: %+v", tr.get(victim).sandboxReady, podStatus(t, node, ns, "plain-0"))
+	}
 	_, _, recreations, _ := tr.creations()
 	require.Equal(t, map[string]int{"none": 1, "runc": 0}, recreations)
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -200,6 +207,16 @@ func TestSandboxCreationOnARealNode(t *testing.T) {
 	require.Equal(t, corev1.PodSucceeded, phase, "the pod did not reach the API server through the kubernetes Service:\n%s", logs)
 	t.Logf("a pod asked the API server through the kubernetes Service: %s", logs)
 	t.Logf("test body done after %v", time.Since(began).Round(time.Millisecond))
+}
+
+// podStatus is a pod's status, for a failure message.
+func podStatus(t *testing.T, node *realnode.Node, ns, name string) corev1.PodStatus {
+	p, err := node.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Logf("get pod %s: %v", name, err)
+		return corev1.PodStatus{}
+	}
+	return p.Status
 }
 
 // createPod creates a pod of the sleeper image, in RuntimeClass class

@@ -1,12 +1,15 @@
 package realnode
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // cniBinDir is where Debian's containernetworking-plugins installs them.
@@ -151,18 +154,25 @@ func (n *Node) KillSandbox(podUID string) error {
 }
 
 // removeContainers kills and deletes every task and container left in
-// containerd, so that no shim outlives it.
+// containerd, so that no shim outlives it. Deleting a sandbox's task ends
+// the shim its containers share, so a delete may fail ("ttrpc: closed",
+// "not found") for a task already gone: what counts is that none is left.
 func (n *Node) removeContainers() {
-	out, err := n.ctrOutput("tasks", "list", "-q")
-	if err != nil {
-		n.t.Errorf("list containerd tasks: %v", err)
-		return
-	}
-	for _, id := range strings.Fields(out) {
-		// --force kills the task with SIGKILL and waits for it.
-		if err := n.ctr("tasks", "delete", "--force", id); err != nil {
-			n.t.Errorf("delete task: %v", err)
+	var out string
+	err := wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		var err error
+		out, err = n.ctrOutput("tasks", "list", "-q")
+		if err != nil || strings.TrimSpace(out) == "" {
+			return err == nil, nil
 		}
+		for _, id := range strings.Fields(out) {
+			// --force kills the task with SIGKILL and waits for it.
+			_ = n.ctr("tasks", "delete", "--force", id)
+		}
+		return false, nil
+	})
+	if err != nil {
+		n.t.Errorf("containerd tasks left: %v\n%s", err, out)
 	}
 	out, err = n.ctrOutput("containers", "list", "-q")
 	if err != nil {
