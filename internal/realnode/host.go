@@ -189,12 +189,12 @@ func (n *Node) Leftovers() []string {
 	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range procs {
 		b, err := os.ReadFile(p)
-		if err == nil && strings.Contains(string(b), n.dir) {
+		if err == nil && strings.Contains(string(b), n.dir+"/") {
 			out = append(out, fmt.Sprintf("process %s: %s", filepath.Base(filepath.Dir(p)), strings.ReplaceAll(string(b), "\x00", " ")))
 		}
 	}
 	for _, m := range mountPoints() {
-		if strings.HasPrefix(m, n.dir) {
+		if m == n.dir || strings.HasPrefix(m, n.dir+"/") {
 			out = append(out, "mount "+m)
 		}
 	}

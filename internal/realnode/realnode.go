@@ -62,13 +62,13 @@ type Node struct {
 	started       time.Time
 }
 
-// Start starts a control plane (internal/testenv), kube-scheduler,
-// kube-controller-manager, containerd and a kubelet registered as NodeName,
-// and tears everything down in t.Cleanup, also when the test fails; the
-// teardown fails the test if anything is left behind. It needs root and the
-// binaries of `make nodebin` and of Debian's containerd, runc and
-// containernetworking-plugins: a missing one fails the test, and only
-// `go test -short` skips.
+// Start starts a control plane (internal/testenv) on NodeIP,
+// kube-scheduler, kube-controller-manager, containerd, a kubelet registered
+// as NodeName and kube-proxy, and tears everything down in t.Cleanup, also
+// when the test fails; the teardown fails the test if anything is left
+// behind. It needs root, the binaries of `make nodebin`, and Debian's
+// containerd, runc, containernetworking-plugins, iproute2 and iptables: a
+// missing one fails the test, and only `go test -short` skips.
 func Start(t testing.TB) *Node {
 	t.Helper()
 	if testing.Short() {
@@ -99,9 +99,6 @@ func Start(t testing.TB) *Node {
 	lockMachine(t)
 	reapLeftovers(t)
 
-	// The node's Hostname address ("realnode") resolves nowhere: the API
-	// server must dial the kubelet on its InternalIP, or it answers the node
-	// proxy (logs, the kubelet's /metrics) with an error.
 	// Not t.TempDir: containerd's socket path must stay under 108 bytes.
 	dir, err := os.MkdirTemp("", "podslo-rn-")
 	if err != nil {
