@@ -59,9 +59,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = %[5]q
-  # Root here lacks CAP_SYS_RESOURCE: without this, runc fails to start the
-  # sandbox ("write /proc/self/oom_score_adj: permission denied") when it
-  # sets the pause container's oom_score_adj below its own.
+  # Root here lacks CAP_SYS_RESOURCE, so runc cannot set the pause
+  # container's oom_score_adj (-998) below its own. Without this, every
+  # sandbox fails: "runc create failed: unable to start container process:
+  # can't get final child's PID from pipe: EOF".
   restrict_oom_score_adj = true
   # A port of its own for exec/attach/port-forward, on loopback.
   stream_server_address = "127.0.0.1"

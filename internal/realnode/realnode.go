@@ -310,7 +310,10 @@ containerRuntimeEndpoint: unix://%[4]s
 # exits ("kubelet is configured to not run on a host using cgroup v1").
 failCgroupV1: false
 # cgroupfs, as containerd's runc runtime here (SystemdCgroup false): there is
-# no systemd ("failed to connect to bus" with the systemd driver).
+# no systemd to create slices. containerd 1.6 cannot tell the kubelet its
+# driver (no RuntimeConfig), and with systemd the kubelet looks for
+# podslo_realnode.slice ("invalid configuration: cgroup has some missing
+# paths").
 cgroupDriver: cgroupfs
 cgroupRoot: /%[5]s
 failSwapOn: false
