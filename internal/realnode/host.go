@@ -3,7 +3,9 @@ package realnode
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,8 +25,7 @@ const (
 	// netns_mounts_under_state_dir pin pod network namespaces.
 	netnsDir = "/var/run/netns"
 	// cniResults is libcni's cache of each attachment's result, a path
-	// containerd 1.6 does not let us move; its files are named after the
-	// network: cniNetwork-* and cni-loopback-*.
+	// containerd 1.6 does not let us move.
 	cniResults = "/var/lib/cni/results"
 	cniNetwork = "podslo-realnode"
 )
@@ -113,17 +114,8 @@ func (n *Node) cleanHost() {
 	removeCgroups(t)
 	// A sandbox the kubelet never stopped (it died first) leaves its CNI
 	// results: ours, and the loopback network's that containerd adds to
-	// every pod, the latter told apart by time.
-	results, _ := filepath.Glob(filepath.Join(cniResults, cniNetwork+"-*"))
-	loopback, _ := filepath.Glob(filepath.Join(cniResults, "cni-loopback-*"))
-	for _, r := range loopback {
-		if info, err := os.Stat(r); err == nil && !info.ModTime().Before(n.started) {
-			results = append(results, r)
-		}
-	}
-	for _, r := range results {
-		_ = os.Remove(r)
-	}
+	// every pod.
+	removeCNIResults(n.dir + "/")
 	for _, d := range fixedDirs {
 		if !n.existedBefore[d] {
 			_ = os.Remove(d) // only if empty
@@ -237,6 +229,46 @@ func (n *Node) Leftovers() []string {
 // iptables chains. They belong to this harness, and lockMachine holds off
 // any other real node.
 func reapLeftovers(t testing.TB) {
+	// A killed test binary takes its children along (DieWithParent), but
+	// not containerd's shims and their containers, which keep mounts under
+	// its directory.
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "podslo-rn-*"))
+	for _, dir := range dirs {
+		t.Logf("removing %s, left by an earlier run", dir)
+		procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+		for _, p := range procs {
+			if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), dir+"/") {
+				var pid int
+				if _, err := fmt.Sscan(filepath.Base(filepath.Dir(p)), &pid); err == nil {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}
+		}
+		unmountUnder(t, dir)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Logf("remove %s: %v", dir, err)
+		}
+	}
+	// A SIGKILLed shim leaves its socket; a live one (another containerd's)
+	// accepts connections, and stays.
+	sockets, _ := os.ReadDir("/run/containerd/s")
+	for _, e := range sockets {
+		path := filepath.Join("/run/containerd/s", e.Name())
+		if c, err := net.Dial("unix", path); err == nil {
+			c.Close()
+		} else if errors.Is(err, syscall.ECONNREFUSED) {
+			_ = os.Remove(path)
+		}
+	}
+	removeCNIResults(filepath.Join(os.TempDir(), "podslo-rn-"))
+	for _, d := range fixedDirs {
+		_ = os.Remove(d) // only if empty
+	}
+	// Their containers, orphaned with their shims, are still in the pods'
+	// cgroups.
+	_ = wait.PollUntilContextTimeout(context.Background(), 100*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return killCgroupProcs() == 0, nil
+	})
 	if linkExists(bridgeName) {
 		t.Logf("removing bridge %s left by an earlier run", bridgeName)
 		_ = exec.Command("ip", "link", "delete", bridgeName).Run()
@@ -292,6 +324,41 @@ func removeCgroups(t testing.TB) {
 			}
 		}
 	}
+}
+
+// removeCNIResults removes libcni's cached results that name a path
+// containing dir: the pod's network namespace, pinned under the node's
+// containerd state.
+func removeCNIResults(dir string) {
+	entries, _ := os.ReadDir(cniResults)
+	for _, e := range entries {
+		path := filepath.Join(cniResults, e.Name())
+		if b, err := os.ReadFile(path); err == nil && strings.Contains(string(b), dir) {
+			_ = os.Remove(path)
+		}
+	}
+}
+
+// killCgroupProcs sends SIGKILL to every process in a cgroup under
+// cgroupRoot and returns how many there were.
+func killCgroupProcs() int {
+	n := 0
+	for _, h := range cgroupHierarchies() {
+		_ = filepath.WalkDir(filepath.Join(h, cgroupRoot), func(path string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(path)
+			for _, f := range strings.Fields(string(b)) {
+				var pid int
+				if _, err := fmt.Sscan(f, &pid); err == nil && syscall.Kill(pid, syscall.SIGKILL) == nil {
+					n++
+				}
+			}
+			return nil
+		})
+	}
+	return n
 }
 
 // unmountUnder unmounts every mount point under dir, deepest first
