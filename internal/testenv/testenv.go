@@ -65,6 +65,10 @@ func (e *Env) KillAPIServer(t testing.TB) {
 	t.Fatalf("no kube-apiserver process with cert dir %s", certDir)
 }
 
+// CertDir is kube-apiserver's certificate directory. It holds the service
+// account signing key (sa-signer.key) that a kube-controller-manager needs.
+func (e *Env) CertDir() string { return e.env.ControlPlane.GetAPIServer().CertDir }
+
 // StartAPIServer restarts a kube-apiserver killed by KillAPIServer.
 func (e *Env) StartAPIServer(t testing.TB) {
 	t.Helper()
@@ -119,6 +123,17 @@ type Option func(*envtest.Environment)
 // what an older API server would have.
 func APIServerFlag(name, value string) Option {
 	return func(e *envtest.Environment) { e.ControlPlane.GetAPIServer().Configure().Set(name, value) }
+}
+
+// APIServerAddress serves kube-apiserver on host:port instead of a free
+// loopback port; its serving certificate names host, and the kubernetes
+// Service's endpoint is that address.
+func APIServerAddress(host, port string) Option {
+	return func(e *envtest.Environment) {
+		s := e.ControlPlane.GetAPIServer()
+		s.SecureServing.Address = host
+		s.SecureServing.Port = port
+	}
 }
 
 // Start starts etcd and kube-apiserver and stops them in t.Cleanup, also
