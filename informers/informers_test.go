@@ -49,7 +49,7 @@ func class(name string, isDefault bool, created time.Time) *storagev1.StorageCla
 // podWithVolumes is the trimmed form of a pod with these volumes.
 func podWithVolumes(vols ...corev1.Volume) *lifecycle.Pod {
 	full := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web"}, Spec: corev1.PodSpec{Volumes: vols}}
-	return (&trimmer{}).pod(full)
+	return (&trimmer{}).mustPod(full)
 }
 
 func claimVol(claim string) corev1.Volume {
@@ -93,9 +93,9 @@ func TestStorageClass(t *testing.T) {
 
 func TestRuntimeClass(t *testing.T) {
 	tr := &trimmer{}
-	assert.Equal(t, "none", RuntimeClass(tr.pod(&corev1.Pod{})))
-	assert.Equal(t, "none", RuntimeClass(tr.pod(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("")}})))
-	assert.Equal(t, "kata", RuntimeClass(tr.pod(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("kata")}})))
+	assert.Equal(t, "none", RuntimeClass(tr.mustPod(&corev1.Pod{})))
+	assert.Equal(t, "none", RuntimeClass(tr.mustPod(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("")}})))
+	assert.Equal(t, "kata", RuntimeClass(tr.mustPod(&corev1.Pod{Spec: corev1.PodSpec{RuntimeClassName: ptr("kata")}})))
 }
 
 func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {

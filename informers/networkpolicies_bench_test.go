@@ -91,7 +91,7 @@ func BenchmarkTargetPodLabels(b *testing.B) {
 		}
 		before := heapInUse()
 		for i := range n {
-			pod := w.trim.pod(benchPod(i))
+			pod := w.trim.mustPod(benchPod(i))
 			state.PodLabels(pod.Namespace, pod.Name, pod.Labels)
 		}
 		after := heapInUse()

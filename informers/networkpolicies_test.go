@@ -102,16 +102,16 @@ func TestPodLabelsHandler(t *testing.T) {
 	require.NoError(t, err)
 	w.classes = *resolver(t)
 	pw := newPodWatch("")
-	pod := w.trim.pod(full)
+	pod := w.trim.mustPod(full)
 	assert.Equal(t, full.Labels, pod.Labels)
 	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: pod})
 	relabelled := full.DeepCopy()
 	relabelled.Labels = map[string]string{"app": "db"}
-	w.processPodDelta(pw, cache.Delta{Type: cache.Updated, Object: w.trim.pod(relabelled)})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Updated, Object: w.trim.mustPod(relabelled)})
 	w.processPodDelta(pw, cache.Delta{Type: cache.Deleted, Object: cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: &podRef{Namespace: "ns", Name: "web", UID: "u1"}}})
 	assert.Equal(t, []string{"labels ns/web app=web,pod-template-hash=abc,team=a", "labels ns/web app=db", "pod deleted ns/web"}, rec.get())
 
 	without, err := New(fake.NewClientset(), &recorder{}, Options{PodLabels: []string{"team"}})
 	require.NoError(t, err)
-	assert.Equal(t, map[string]string{"team": "a"}, without.trim.pod(full).Labels)
+	assert.Equal(t, map[string]string{"team": "a"}, without.trim.mustPod(full).Labels)
 }

@@ -126,11 +126,16 @@ func (d podDecoder) Decode(data []byte, defaults *schema.GroupVersionKind, into 
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return d.t.pod(o), gvk, nil
+		p, err := d.t.pod(o)
+		return p, gvk, err
 	case *corev1.PodList:
 		l := &podList{ListMeta: o.ListMeta, Items: make([]lifecycle.Pod, len(o.Items))}
 		for i := range o.Items {
-			l.Items[i] = *d.t.pod(&o.Items[i])
+			p, err := d.t.pod(&o.Items[i])
+			if err != nil {
+				return nil, gvk, err
+			}
+			l.Items[i] = *p
 		}
 		return l, gvk, nil
 	}

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"fmt"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,7 +30,7 @@ type trimmer struct {
 func (t *trimmer) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		return t.pod(o), nil
+		return t.pod(o)
 	case *lifecycle.Pod:
 		return o, nil
 	case *corev1.Event:
@@ -60,57 +61,18 @@ func (t *trimmer) transform(obj any) (any, error) {
 	return obj, nil
 }
 
-// pod converts a pod to the compact lifecycle.Pod. Strings that repeat in
-// every pod (condition types and statuses) are replaced by constants, so
-// that a cached pod does not keep its own copies of "True".
-func (t *trimmer) pod(p *corev1.Pod) *lifecycle.Pod {
-	out := &lifecycle.Pod{
-		ObjectMeta: trimMeta(&p.ObjectMeta, t.podLabels, t.podAnnotations),
-		NodeName:   p.Spec.NodeName,
+// pod trims a whole pod. The protobuf decoder (decodePod, podproto.go) is
+// the one list of what podslo reads of a pod: a pod that arrives decoded
+// (a JSON response, a fake clientset in tests) is encoded and read by it,
+// so that a field declared there is read on every path. The Marshal is
+// paid only off the exporter's protobuf watch, which decodes straight
+// into the trimmed form.
+func (t *trimmer) pod(p *corev1.Pod) (*lifecycle.Pod, error) {
+	raw, err := p.Marshal()
+	if err != nil {
+		return nil, fmt.Errorf("encode pod %s/%s to trim it: %w", p.Namespace, p.Name, err)
 	}
-	if t.allPodLabels {
-		out.Labels = internLabels(p.Labels)
-	}
-	out.DeletionTimestamp = p.DeletionTimestamp
-	out.DeletionGracePeriodSeconds = p.DeletionGracePeriodSeconds
-	if rc := p.Spec.RuntimeClassName; rc != nil {
-		out.RuntimeClassName = *rc
-	}
-	for _, v := range p.Spec.Volumes {
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			out.Volumes = append(out.Volumes, lifecycle.Volume{Claim: v.PersistentVolumeClaim.ClaimName})
-		case v.Ephemeral != nil:
-			vol := lifecycle.Volume{Claim: p.Name + "-" + v.Name, Ephemeral: true}
-			if tpl := v.Ephemeral.VolumeClaimTemplate; tpl != nil {
-				vol.TemplateClass = tpl.Spec.StorageClassName
-			}
-			out.Volumes = append(out.Volumes, vol)
-		}
-	}
-	out.HasInitContainers = len(p.Spec.InitContainers) > 0
-	for i := range p.Status.ContainerStatuses {
-		timesOf(&p.Status.ContainerStatuses[i]).into(out, false)
-	}
-	for i := range p.Status.InitContainerStatuses {
-		timesOf(&p.Status.InitContainerStatuses[i]).into(out, true)
-	}
-	n := 0
-	for i := range p.Status.Conditions {
-		if t.conditionTypes[p.Status.Conditions[i].Type] != "" {
-			n++
-		}
-	}
-	if n > 0 {
-		out.Conditions = make([]lifecycle.Condition, 0, n)
-	}
-	for i := range p.Status.Conditions {
-		c := &p.Status.Conditions[i]
-		if typ := t.conditionTypes[c.Type]; typ != "" {
-			out.Conditions = append(out.Conditions, lifecycle.Condition{Type: typ, Status: internStatus(c.Status), LastTransitionTime: unixOrZero(c.LastTransitionTime)})
-		}
-	}
-	return out
+	return t.decodePod(raw)
 }
 
 func internStatus(s corev1.ConditionStatus) corev1.ConditionStatus {
@@ -159,8 +121,7 @@ func pick(all map[string]string, keep map[string]bool) map[string]string {
 }
 
 // containerTimes is what the SLIs read of one container status, in Unix
-// seconds (0: not set). Both pod decoders fill it and hand it to into, so
-// that they agree by construction.
+// seconds (0: not set), as the pod decoder collects it.
 type containerTimes struct {
 	running           bool
 	started           int64 // state.running.startedAt
@@ -169,21 +130,6 @@ type containerTimes struct {
 	finished          int64 // state.terminated.finishedAt
 	exitCode          int32 // state.terminated.exitCode
 	oomKilled         bool  // state.terminated.reason is OOMKilled
-}
-
-func timesOf(cs *corev1.ContainerStatus) containerTimes {
-	var c containerTimes
-	if r := cs.State.Running; r != nil {
-		c.running, c.started = true, unixOrZero(r.StartedAt)
-	}
-	if t := cs.State.Terminated; t != nil {
-		c.terminatedStarted, c.finished = unixOrZero(t.StartedAt), unixOrZero(t.FinishedAt)
-		c.exitCode, c.oomKilled = t.ExitCode, t.Reason == "OOMKilled"
-	}
-	if t := cs.LastTerminationState.Terminated; t != nil {
-		c.lastStarted = unixOrZero(t.StartedAt)
-	}
-	return c
 }
 
 // sigkillExit is the exit code of a process killed by SIGKILL (128 + 9),

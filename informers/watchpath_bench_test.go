@@ -217,7 +217,7 @@ func BenchmarkWatchPath(b *testing.B) {
 				codecs := podCodecs{base: scheme.Codecs.WithoutConversion(), t: w.trim}
 				l := &podList{ListMeta: listed.ListMeta}
 				for i := range listed.Items {
-					l.Items = append(l.Items, *w.trim.pod(&listed.Items[i]))
+					l.Items = append(l.Items, *w.trim.mustPod(&listed.Items[i]))
 				}
 				w.controlPods(pw, &recordedPods{list: l, body: body, codecs: codecs}, &lifecycle.Pod{})
 			} else {
