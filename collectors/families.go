@@ -17,7 +17,7 @@ type Labels struct {
 	Histogram []string
 }
 
-func desc(f *sli.Family, l Labels) *prometheus.Desc {
+func desc(f *sli.MetricFamily, l Labels) *prometheus.Desc {
 	names := append([]string(nil), f.Labels...)
 	if f.HistogramLabels {
 		names = append(names, l.Histogram...)
@@ -41,8 +41,8 @@ func PodLabelName(key string) string {
 
 // All returns every family podslo exports: the SLIs' from sli.Table, then
 // the ones declared here.
-func All() []*sli.Family {
-	out := append([]*sli.Family(nil), sli.Families()...)
+func All() []*sli.MetricFamily {
+	out := append([]*sli.MetricFamily(nil), sli.Families()...)
 	out = append(out, sandboxCreationPending)
 	out = append(out, skippedFamilies...)
 	out = append(out, selfFamilies...)

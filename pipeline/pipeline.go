@@ -30,8 +30,10 @@ const (
 // short enough that events of deleted pods do not pile up.
 const pendingUserErrorTTL = 10 * time.Minute
 
-// ClassUnknown is the class label value of a pod podslo never saw live.
-const ClassUnknown = "unknown"
+// ClassNeverSeen is the runtime_class and storage_class value of a pod
+// podslo never saw live (deleted while it was down), whose classes it
+// cannot know.
+const ClassNeverSeen = "unknown"
 
 // Source is where an extra histogram dimension is read from.
 type Source string
@@ -667,7 +669,7 @@ func (p *Pipeline) change(uid types.UID, next lifecycle.State, out lifecycle.Out
 	}
 	if meta == nil {
 		// A pod podslo never saw live: its classes are unknown.
-		meta = &store.PodMeta{RuntimeClass: ClassUnknown, StorageClass: ClassUnknown, HistogramLabels: make([]string, len(p.opts.HistogramLabels))}
+		meta = &store.PodMeta{RuntimeClass: ClassNeverSeen, StorageClass: ClassNeverSeen, HistogramLabels: make([]string, len(p.opts.HistogramLabels))}
 	}
 	now := p.opts.Now()
 	// dims are the label values of the aggregated series, extra is one more
@@ -758,7 +760,7 @@ func (p *Pipeline) meta(pod *lifecycle.Pod) *store.PodMeta {
 
 // route is an aggregate an observation feeds, and its store family ID.
 type route struct {
-	aggregate *sli.Aggregate
+	aggregate *sli.AggregateSpec
 	id        string
 }
 
