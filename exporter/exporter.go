@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	podslocollectors "github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
@@ -35,7 +34,6 @@ type Exporter struct {
 
 	// Seams for tests and embedding programs; see Option.
 	listener             net.Listener
-	restConfig           *rest.Config
 	timeoutCheckInterval time.Duration
 }
 
@@ -48,12 +46,6 @@ type Option func(*Exporter)
 // exporter starts. The HTTP server closes it when it shuts down.
 func WithListener(lis net.Listener) Option {
 	return func(e *Exporter) { e.listener = lis }
-}
-
-// WithRestConfig talks to the API server with cfg instead of loading
-// Options.Kubeconfig or the in-cluster configuration.
-func WithRestConfig(cfg *rest.Config) Option {
-	return func(e *Exporter) { e.restConfig = cfg }
 }
 
 // WithTimeoutCheckInterval checks for sandbox creation timeouts every d
@@ -109,12 +101,9 @@ func (e *Exporter) Start(ctx context.Context) error {
 	o := &e.opts
 	log := o.Logger
 
-	cfg := e.restConfig
-	if cfg == nil {
-		var err error
-		if cfg, err = serve.RestConfig(o.Kubeconfig, "podslo/"+version.Version); err != nil {
-			return err
-		}
+	cfg, err := serve.RestConfig(o.Kubeconfig, "podslo/"+version.Version)
+	if err != nil {
+		return err
 	}
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
