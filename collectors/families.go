@@ -18,16 +18,14 @@ type Labels struct {
 }
 
 func desc(f *sli.MetricFamily, l Labels) *prometheus.Desc {
-	names := append([]string(nil), f.Labels...)
-	if f.HistogramLabels {
-		names = append(names, l.Histogram...)
-	}
+	var podLabels []string
 	if f.PodLabels {
-		for _, k := range l.Pod {
-			names = append(names, PodLabelName(k))
+		podLabels = make([]string, len(l.Pod))
+		for i, k := range l.Pod {
+			podLabels[i] = PodLabelName(k)
 		}
 	}
-	return prometheus.NewDesc(f.Name, f.Help, names, nil)
+	return prometheus.NewDesc(f.Name, f.Help, f.LabelNames(l.Histogram, podLabels), nil)
 }
 
 var invalidLabelChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)

@@ -21,6 +21,7 @@ import (
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/pipeline"
 	"github.com/podslo/podslo/scope"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -29,7 +30,7 @@ import (
 type Exporter struct {
 	// opts are the options with their defaults, validated.
 	opts            Options
-	histogramLabels []pipeline.HistogramLabel
+	histogramLabels sli.HistogramLabels
 	conditionTypes  []corev1.PodConditionType
 
 	// Seams for tests and embedding programs; see Option.
@@ -63,7 +64,7 @@ func New(opts Options, with ...Option) (*Exporter, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	histogramLabels, err := ParseHistogramLabels(opts.HistogramLabels)
+	histogramLabels, err := sli.ParseHistogramLabels(opts.HistogramLabels)
 	if err != nil {
 		return nil, err
 	}
@@ -128,10 +129,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 	}()
 
 	histogramLabels := e.histogramLabels
-	labels := podslocollectors.Labels{Pod: o.PodLabels}
-	for _, h := range histogramLabels {
-		labels.Histogram = append(labels.Histogram, h.Name)
-	}
+	labels := podslocollectors.Labels{Pod: o.PodLabels, Histogram: histogramLabels.Names()}
 	events := podslocollectors.NewInformerEvents()
 	pipe, err := pipeline.New(st, pipeline.Options{
 		Lifecycle: lifecycle.Config{
@@ -153,14 +151,8 @@ func (e *Exporter) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	keepLabels, keepAnnotations := append([]string(nil), o.PodLabels...), []string(nil)
-	for _, h := range histogramLabels {
-		if h.Source == pipeline.FromLabel {
-			keepLabels = append(keepLabels, h.Key)
-		} else {
-			keepAnnotations = append(keepAnnotations, h.Key)
-		}
-	}
+	histogramKeys, keepAnnotations := histogramLabels.Keys()
+	keepLabels := append(append([]string(nil), o.PodLabels...), histogramKeys...)
 	watcher, err := informers.New(client, pipe, informers.Options{
 		SandboxConditionTypes: e.conditionTypes,
 		StableConditionType:   corev1.PodConditionType(o.StableConditionType),

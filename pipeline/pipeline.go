@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,24 +34,6 @@ const pendingUserErrorTTL = 10 * time.Minute
 // cannot know.
 const ClassNeverSeen = "unknown"
 
-// Source is where an extra histogram dimension is read from.
-type Source string
-
-const (
-	FromLabel      Source = "label"
-	FromAnnotation Source = "annotation"
-)
-
-// HistogramLabel is one extra dimension of the aggregated series, read from a
-// pod label or annotation (--histogram-label NAME=label:KEY).
-type HistogramLabel struct {
-	Name   string
-	Source Source
-	Key    string
-}
-
-var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
-
 // Options configures the Pipeline.
 type Options struct {
 	// Lifecycle tunes the SLI logic.
@@ -62,7 +43,7 @@ type Options struct {
 	PodLabels []string
 	// HistogramLabels are extra dimensions of aggregated series. Default
 	// none.
-	HistogramLabels []HistogramLabel
+	HistogramLabels sli.HistogramLabels
 	// RetryPeriod is how often a pod whose state could not be written (a
 	// full disk, say) is handled again, if no update of it came first.
 	// Default DefaultRetryPeriod.
@@ -88,21 +69,8 @@ type Options struct {
 
 // Validate reports the first invalid option.
 func (o *Options) Validate() error {
-	seen := map[string]bool{"runtime_class": true, "storage_class": true}
-	for _, h := range o.HistogramLabels {
-		if !labelNameRE.MatchString(h.Name) || len(h.Name) >= 2 && h.Name[:2] == "__" {
-			return fmt.Errorf("histogram label name %q is not a valid Prometheus label name", h.Name)
-		}
-		if seen[h.Name] {
-			return fmt.Errorf("histogram label name %q is used twice or clashes with a built-in label", h.Name)
-		}
-		seen[h.Name] = true
-		if h.Source != FromLabel && h.Source != FromAnnotation {
-			return fmt.Errorf("histogram label %q: source must be %q or %q, got %q", h.Name, FromLabel, FromAnnotation, h.Source)
-		}
-		if h.Key == "" {
-			return fmt.Errorf("histogram label %q: key must not be empty", h.Name)
-		}
+	if err := o.HistogramLabels.Validate(); err != nil {
+		return err
 	}
 	for name, d := range map[string]time.Duration{"retry period": o.RetryPeriod, "sweep interval": o.SweepInterval, "timeout check interval": o.TimeoutCheckInterval} {
 		if d < 0 {
@@ -197,12 +165,8 @@ func New(st *store.Store, opts Options) (*Pipeline, error) {
 	if opts.Scope.TotalShards == 0 {
 		opts.Scope = scope.Unscoped
 	}
-	names := make([]string, 0, len(opts.HistogramLabels))
-	for _, h := range opts.HistogramLabels {
-		names = append(names, h.Name)
-	}
 	p := &Pipeline{store: st, opts: opts, log: opts.Logger, syncedCh: make(chan struct{}),
-		routes: routes(names),
+		routes: routes(opts.HistogramLabels.Names()),
 		failed: map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
 	if st != nil {
 		p.apply = st.Apply
@@ -672,14 +636,6 @@ func (p *Pipeline) change(uid types.UID, next lifecycle.State, out lifecycle.Out
 		meta = &store.PodMeta{RuntimeClass: ClassNeverSeen, StorageClass: ClassNeverSeen, HistogramLabels: make([]string, len(p.opts.HistogramLabels))}
 	}
 	now := p.opts.Now()
-	// dims are the label values of the aggregated series, extra is one more
-	// label before the histogram labels (phase, reason).
-	dims := func(extra ...string) []string {
-		d := make([]string, 0, 3+len(meta.HistogramLabels))
-		d = append(d, meta.RuntimeClass, meta.StorageClass)
-		d = append(d, extra...)
-		return append(d, meta.HistogramLabels...)
-	}
 	exemplar := func(v float64) *store.Exemplar {
 		if pod == nil {
 			return nil
@@ -701,12 +657,7 @@ func (p *Pipeline) change(uid types.UID, next lifecycle.State, out lifecycle.Out
 			if a.When != nil && !a.When(o) {
 				continue
 			}
-			var labels []string
-			if a.LabelValue != nil {
-				labels = dims(a.LabelValue(o))
-			} else {
-				labels = dims()
-			}
+			labels := a.LabelValues(meta.RuntimeClass, meta.StorageClass, o, meta.HistogramLabels)
 			if a.Type == sli.Histogram {
 				observe(r.id, labels, o.Seconds)
 			} else {
@@ -745,16 +696,7 @@ func (p *Pipeline) meta(pod *lifecycle.Pod) *store.PodMeta {
 			m.PodLabels[i] = pod.Labels[k]
 		}
 	}
-	if len(p.opts.HistogramLabels) > 0 {
-		m.HistogramLabels = make([]string, len(p.opts.HistogramLabels))
-		for i, h := range p.opts.HistogramLabels {
-			if h.Source == FromLabel {
-				m.HistogramLabels[i] = pod.Labels[h.Key]
-			} else {
-				m.HistogramLabels[i] = pod.Annotations[h.Key]
-			}
-		}
-	}
+	m.HistogramLabels = p.opts.HistogramLabels.Values(pod.Labels, pod.Annotations)
 	return m
 }
 

@@ -227,11 +227,7 @@ func derive(t []SLI) (*derived, error) {
 				return nil, fmt.Errorf("sli table: %s: declared twice", a.Name)
 			}
 			stores[a.Store], names[a.Name] = true, true
-			labels := append([]string(nil), ClassLabels...)
-			if a.Label != "" {
-				labels = append(labels, a.Label)
-			}
-			a.family = &MetricFamily{Name: a.Name, Type: a.Type, Help: a.Help, Labels: labels, Stability: a.Stability, HistogramLabels: true}
+			a.family = &MetricFamily{Name: a.Name, Type: a.Type, Help: a.Help, Labels: a.aggregateLabels(), Stability: a.Stability, HistogramLabels: true}
 			d.aggregates = append(d.aggregates, a)
 			d.families = append(d.families, a.family)
 		}
