@@ -9,7 +9,6 @@ import (
 
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/scope"
-	"github.com/podslo/podslo/store"
 )
 
 // scopeSetting names the store setting that holds the scope the state was
@@ -51,7 +50,7 @@ type handover struct {
 
 // newHandover compares the scope recorded in st with cur: it returns the
 // handover to do, if any, and whether cur must be recorded.
-func newHandover(st *store.Store, cur *scope.Scope, now time.Time, log *slog.Logger) (*handover, bool) {
+func newHandover(st Store, cur *scope.Scope, now time.Time, log *slog.Logger) (*handover, bool) {
 	h := &handover{cur: cur, since: now}
 	raw, recorded := st.Setting(scopeSetting)
 	switch {
@@ -99,6 +98,24 @@ func (h *handover) movedOut(uid types.UID) bool {
 	}
 	stillMine := h.prev != nil && h.prev.SameFilters(h.cur) && h.cur.OwnsUID(uid)
 	return !stillMine
+}
+
+// forgotten notes that a record that moved out was forgotten.
+func (h *handover) forgotten(uid types.UID) {
+	if h != nil && h.firstSweepDone {
+		delete(h.inherited, uid)
+	}
+}
+
+// firstSweepFinished ends the first sweep: every other inherited record has
+// a live pod this scope owns, and is this scope's from now on. failedOut
+// are the records that moved out but failed to go: later sweeps retry them.
+func (h *handover) firstSweepFinished(failedOut map[types.UID]struct{}) {
+	if h == nil || h.firstSweepDone {
+		return
+	}
+	h.inherited = failedOut
+	h.firstSweepDone = true
 }
 
 // pendingOut is the number of moved-out records not forgotten yet.

@@ -25,16 +25,24 @@ func pipelineOnMemory(t *testing.T, fail *int) (*Pipeline, *store.Store) {
 	st, err := store.Open(store.Options{Dir: store.InMemory})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	p, err := New(st, Options{Now: func() time.Time { return time.Unix(1700000100, 0) }})
+	p, err := New(failingStore{st, fail}, Options{Now: func() time.Time { return time.Unix(1700000100, 0) }})
 	require.NoError(t, err)
-	p.apply = func(c store.Change) error {
-		if *fail > 0 {
-			*fail--
-			return errors.New("no space left on device")
-		}
-		return st.Apply(c)
-	}
 	return p, st
+}
+
+// failingStore is a store whose Apply fails while *fail > 0 (counting
+// down), as on a full disk.
+type failingStore struct {
+	*store.Store
+	fail *int
+}
+
+func (s failingStore) Apply(c store.Change) error {
+	if *s.fail > 0 {
+		*s.fail--
+		return errors.New("no space left on device")
+	}
+	return s.Store.Apply(c)
 }
 
 // startedPodNamed is pod uid named name, scheduled at 1700000000 and its
