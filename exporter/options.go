@@ -201,20 +201,9 @@ func (o *Options) setDefaults() {
 		t := true
 		o.NetworkPolicies = &t
 	}
-	if o.MaxObservationAge == 0 {
-		o.MaxObservationAge = lifecycle.DefaultMaxObservationAge
-	}
-	if len(o.SandboxConditionTypes) == 0 {
-		for _, t := range lifecycle.DefaultSandboxConditionTypes {
-			o.SandboxConditionTypes = append(o.SandboxConditionTypes, string(t))
-		}
-	}
-	if o.SandboxCreationTimeout == 0 {
-		o.SandboxCreationTimeout = lifecycle.DefaultSandboxCreationTimeout
-	}
-	if o.StableConditionType == "" {
-		o.StableConditionType = string(lifecycle.DefaultStableConditionType)
-	}
+	// The lifecycle settings (max observation age, sandbox condition types
+	// and creation timeout, stable condition type) are defaulted by
+	// lifecycle.Config.WithDefaults, in New.
 	if o.UserErrorEventRegex == "" {
 		o.UserErrorEventRegex = informers.DefaultUserErrorEventRegex
 	}

@@ -38,6 +38,26 @@ type Config struct {
 // the agent, whose options are strings, shares this one constant.
 const DefaultStableConditionType = "podslo.io/Stable"
 
+// WithDefaults is c with every unset field at its default. Step applies
+// the same defaults itself; a program that hands one configuration to
+// several components (the exporter, to informers and pipeline) resolves it
+// once here, so that they all see the same values.
+func (c Config) WithDefaults() Config {
+	c.SandboxConditionTypes = c.sandboxTypes()
+	c.MaxObservationAge = c.maxAge()
+	c.SandboxCreationTimeout = c.timeout()
+	c.StableConditionType = c.stableType()
+	return c
+}
+
+// ConditionTypes are the pod condition types Step reads: whatever trims a
+// pod before Step must keep these.
+func (c *Config) ConditionTypes() []corev1.PodConditionType {
+	types := []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.PodReady}
+	types = append(types, c.sandboxTypes()...)
+	return append(types, c.stableType())
+}
+
 func (c *Config) stableType() corev1.PodConditionType {
 	if c.StableConditionType == "" {
 		return DefaultStableConditionType

@@ -135,10 +135,7 @@ func (h *handover) adopts(pod *lifecycle.Pod) bool {
 // adopt is the first step of a pod that moved in: what happened before
 // since is too old, and not counted as skipped either.
 func (h *handover) adopt(now time.Time, pod *lifecycle.Pod, prev lifecycle.State, cfg *lifecycle.Config) (lifecycle.State, lifecycle.Outcome) {
-	maxAge := cfg.MaxObservationAge
-	if maxAge <= 0 {
-		maxAge = lifecycle.DefaultMaxObservationAge
-	}
+	maxAge := cfg.WithDefaults().MaxObservationAge
 	cut := now.Sub(h.since)
 	if cut >= maxAge {
 		// Long enough after the change that the usual rule already leaves
