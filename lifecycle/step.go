@@ -168,20 +168,35 @@ func (c *stepper) startupTooOld(t int64) bool {
 	return c.next.SeenLate || c.tooOld(t)
 }
 
+// measure ends one measurement of sli from start to end, the same way for
+// every SLI: an end before its start (clock skew) is skipped as
+// NegativeDuration; otherwise keep, if set, records the duration in the
+// state (the per-pod series show it however old), an end that old reports
+// too old is skipped as TooOld, and o is observed with the duration as its
+// Seconds. The caller makes sure it runs once per pod, and keep says how.
+func (c *stepper) measure(sli SLI, start, end int64, old func(int64) bool, keep func(seconds int64), o Observation) {
+	if end < start {
+		c.skipOnce(Skip{sli, NegativeDuration})
+		return
+	}
+	if keep != nil {
+		keep(end - start)
+	}
+	if old(end) {
+		c.skipOnce(Skip{sli, TooOld})
+		return
+	}
+	o.Seconds = float64(end - start)
+	c.out.observe(o)
+}
+
 // phase observes one start-up phase from start to end, once.
 func (c *stepper) phase(p Phase, start, end int64) {
 	if c.next.Phases.Has(p) || start == 0 || end == 0 {
 		return
 	}
 	c.next.Phases = c.next.Phases.With(p)
-	switch {
-	case end < start:
-		c.skipOnce(Skip{StartupPhase, NegativeDuration})
-	case c.startupTooOld(end):
-		c.skipOnce(Skip{StartupPhase, TooOld})
-	default:
-		c.out.observe(Observation{Kind: PhaseDone, Phase: p, Seconds: float64(end - start)})
-	}
+	c.measure(StartupPhase, start, end, c.startupTooOld, nil, Observation{Kind: PhaseDone, Phase: p})
 }
 
 // scheduling remembers when the pod was scheduled and observes the
