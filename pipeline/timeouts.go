@@ -18,40 +18,12 @@ import (
 func (p *Pipeline) CheckTimeouts() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.current != nil && !p.current() {
-		if !p.timeoutsHeld {
-			p.log.Warn("Holding sandbox creation timeouts: the pod or event watch is not current")
-			p.timeoutsHeld = true
-		}
+	if !p.watchesCurrent() {
 		return
 	}
-	if p.timeoutsHeld {
-		p.log.Info("Pod and event watches current again, checking sandbox creation timeouts")
-		p.timeoutsHeld = false
-	}
-	type pending struct {
-		uid   types.UID
-		state lifecycle.State
-		meta  *store.PodMeta
-	}
-	var due []pending
 	now := p.opts.Now()
-	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
-		if !st.Pending() || st.TimedOut {
-			return
-		}
-		if _, ok := p.failed[uid]; ok {
-			// Its newest object, or its deletion, waits for a write (a
-			// full disk): the stored state is older than what the watch
-			// showed, and may be pending only because the deletion or the
-			// sandbox that ended the wait is not written yet. RetryFailed
-			// writes it; the check after judges the pod.
-			return
-		}
-		due = append(due, pending{uid, *st, m})
-	})
 	var live map[types.UID]struct{}
-	for _, d := range due {
+	for _, d := range p.pendingPods() {
 		next, out := lifecycle.Timeout(now, p.withUserError(d.uid, d.state), &p.opts.Lifecycle)
 		if out.Empty() {
 			continue
@@ -75,4 +47,51 @@ func (p *Pipeline) CheckTimeouts() {
 		}
 		p.userErrorWritten(d.uid)
 	}
+}
+
+// watchesCurrent reports whether the pod and event watches are current,
+// and logs when the check starts or stops holding timeouts; called with mu
+// held.
+func (p *Pipeline) watchesCurrent() bool {
+	if p.current != nil && !p.current() {
+		if !p.timeoutsHeld {
+			p.log.Warn("Holding sandbox creation timeouts: the pod or event watch is not current")
+			p.timeoutsHeld = true
+		}
+		return false
+	}
+	if p.timeoutsHeld {
+		p.log.Info("Pod and event watches current again, checking sandbox creation timeouts")
+		p.timeoutsHeld = false
+	}
+	return true
+}
+
+// pendingPod is a pod still waiting for its first sandbox, as stored.
+type pendingPod struct {
+	uid   types.UID
+	state lifecycle.State
+	meta  *store.PodMeta
+}
+
+// pendingPods are the stored pods still waiting for their first sandbox
+// and not timed out yet, except those with a write to retry; called with mu
+// held.
+func (p *Pipeline) pendingPods() []pendingPod {
+	var due []pendingPod
+	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {
+		if !st.Pending() || st.TimedOut {
+			return
+		}
+		if _, ok := p.failed[uid]; ok {
+			// Its newest object, or its deletion, waits for a write (a
+			// full disk): the stored state is older than what the watch
+			// showed, and may be pending only because the deletion or the
+			// sandbox that ended the wait is not written yet. RetryFailed
+			// writes it; the check after judges the pod.
+			return
+		}
+		due = append(due, pendingPod{uid, *st, m})
+	})
+	return due
 }
