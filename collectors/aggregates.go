@@ -13,7 +13,7 @@ import (
 
 // sandboxCreationPending is computed from the pods' state at scrape time,
 // not from observations, so it is not in sli.Table.
-var sandboxCreationPending = &sli.Family{
+var sandboxCreationPending = &sli.MetricFamily{
 	Name: "podslo_sandbox_creation_pending_pods", Type: sli.Gauge, Stability: sli.Alpha,
 	Help:   "Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.",
 	Labels: labelList("runtime_class", "storage_class", "user_error"),
@@ -39,7 +39,7 @@ type SLIs struct {
 func NewSLIs(s *store.Store, labels Labels, log *slog.Logger) *SLIs {
 	c := &SLIs{store: s, log: log, byStore: map[string]aggregateDesc{}, pending: desc(sandboxCreationPending, Labels{})}
 	for _, a := range sli.Aggregates() {
-		c.byStore[a.ID(labels.Histogram)] = aggregateDesc{desc: desc(a.Family(), labels), typ: a.Type}
+		c.byStore[a.ID(labels.Histogram)] = aggregateDesc{desc: desc(a.MetricFamily(), labels), typ: a.Type}
 	}
 	return c
 }

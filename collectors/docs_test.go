@@ -36,7 +36,7 @@ func documented(t *testing.T) map[string]docRow {
 }
 
 // docLabels renders a family's labels the way docs/metrics.md writes them.
-func docLabels(f *sli.Family) string {
+func docLabels(f *sli.MetricFamily) string {
 	var parts []string
 	for _, l := range f.Labels {
 		parts = append(parts, "`"+l+"`")

@@ -17,17 +17,15 @@ type Labels struct {
 	Histogram []string
 }
 
-func desc(f *sli.Family, l Labels) *prometheus.Desc {
-	names := append([]string(nil), f.Labels...)
-	if f.HistogramLabels {
-		names = append(names, l.Histogram...)
-	}
+func desc(f *sli.MetricFamily, l Labels) *prometheus.Desc {
+	var podLabels []string
 	if f.PodLabels {
-		for _, k := range l.Pod {
-			names = append(names, PodLabelName(k))
+		podLabels = make([]string, len(l.Pod))
+		for i, k := range l.Pod {
+			podLabels[i] = PodLabelName(k)
 		}
 	}
-	return prometheus.NewDesc(f.Name, f.Help, names, nil)
+	return prometheus.NewDesc(f.Name, f.Help, f.LabelNames(l.Histogram, podLabels), nil)
 }
 
 var invalidLabelChars = regexp.MustCompile(`[^a-zA-Z0-9_]`)
@@ -41,8 +39,8 @@ func PodLabelName(key string) string {
 
 // All returns every family podslo exports: the SLIs' from sli.Table, then
 // the ones declared here.
-func All() []*sli.Family {
-	out := append([]*sli.Family(nil), sli.Families()...)
+func All() []*sli.MetricFamily {
+	out := append([]*sli.MetricFamily(nil), sli.Families()...)
 	out = append(out, sandboxCreationPending)
 	out = append(out, skippedFamilies...)
 	out = append(out, selfFamilies...)

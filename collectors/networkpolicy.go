@@ -8,27 +8,27 @@ import (
 )
 
 var (
-	networkPolicyMinVersion = &sli.Family{
+	networkPolicyMinVersion = &sli.MetricFamily{
 		Name: "podslo_networkpolicy_min_version_info", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "Always 1: the newest NetworkPolicy version among the features the policy uses (KEP-2136 minVersion).",
 		Labels: labelList("namespace", "networkpolicy", "min_version"),
 	}
-	networkPolicyCondition = &sli.Family{
+	networkPolicyCondition = &sli.MetricFamily{
 		Name: "podslo_networkpolicy_condition", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "Always 1: the current status and reason of each KEP-2136 condition (Supported, Problem, Enforcing) of the policy, as podslo computes it.",
 		Labels: labelList("namespace", "networkpolicy", "type", "status", "reason"),
 	}
-	networkPolicies = &sli.Family{
+	networkPolicies = &sli.MetricFamily{
 		Name: "podslo_networkpolicies", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "NetworkPolicies by minVersion and by whether the network plugin supports them (true, false, or unknown without a profile).",
 		Labels: labelList("min_version", "supported"),
 	}
-	networkPolicyTargetPods = &sli.Family{
+	networkPolicyTargetPods = &sli.MetricFamily{
 		Name: "podslo_networkpolicy_target_pods", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "Pods the policy's podSelector selects in its namespace (with --networkpolicy-target-pods).",
 		Labels: labelList("namespace", "networkpolicy"),
 	}
-	networkPolicyFamilies = []*sli.Family{networkPolicyMinVersion, networkPolicyCondition, networkPolicies, networkPolicyTargetPods}
+	networkPolicyFamilies = []*sli.MetricFamily{networkPolicyMinVersion, networkPolicyCondition, networkPolicies, networkPolicyTargetPods}
 )
 
 // NetworkPolicies exports each policy's KEP-2136 minVersion and conditions

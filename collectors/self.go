@@ -11,39 +11,39 @@ import (
 var (
 	// buildInfo is client_golang's version collector: its labels are the
 	// build's, stamped into prometheus/common/version by the Makefile.
-	buildInfo = &sli.Family{
+	buildInfo = &sli.MetricFamily{
 		Name: "podslo_build_info", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "A metric with a constant '1' value labeled by version, revision, branch, goversion from which podslo was built, and the goos and goarch for the build.",
 		Labels: labelList("branch", "goarch", "goos", "goversion", "revision", "tags", "version"),
 	}
-	informerEvents = &sli.Family{
+	informerEvents = &sli.MetricFamily{
 		Name: "podslo_informer_events_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help:   "Informer events handled, by resource and event (add, update, delete).",
 		Labels: labelList("resource", "event"),
 	}
-	storeOperations = &sli.Family{
+	storeOperations = &sli.MetricFamily{
 		Name: "podslo_store_operations_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help:   "State store operations (apply, delete, load, gc) by result (success, error).",
 		Labels: labelList("operation", "result"),
 	}
-	storeRecoveries = &sli.Family{
+	storeRecoveries = &sli.MetricFamily{
 		Name: "podslo_store_recoveries_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help: "Corrupt state directories moved aside at start-up and replaced by an empty state.",
 	}
-	storeTrackedPods = &sli.Family{
+	storeTrackedPods = &sli.MetricFamily{
 		Name: "podslo_store_tracked_pods", Type: sli.Gauge, Stability: sli.Alpha,
 		Help: "Pods whose lifecycle state the store holds.",
 	}
-	storeSize = &sli.Family{
+	storeSize = &sli.MetricFamily{
 		Name: "podslo_store_size_bytes", Type: sli.Gauge, Stability: sli.Alpha,
 		Help:   "Bytes the state takes on disk, by part (lsm, vlog).",
 		Labels: labelList("part"),
 	}
-	storeWritable = &sli.Family{
+	storeWritable = &sli.MetricFamily{
 		Name: "podslo_store_writable", Type: sli.Gauge, Stability: sli.Alpha,
 		Help: "1 while state writes can go ahead, 0 while the state filesystem has less free space than --state-min-free.",
 	}
-	selfFamilies = []*sli.Family{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
+	selfFamilies = []*sli.MetricFamily{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
 )
 
 // NewInformerEvents returns the counter the informers increment for every

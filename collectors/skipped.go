@@ -11,12 +11,12 @@ import (
 )
 
 var (
-	observationsSkipped = &sli.Family{
+	observationsSkipped = &sli.MetricFamily{
 		Name: "podslo_observations_skipped_total", Type: sli.Counter, Stability: sli.Alpha,
 		Help:   "Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.",
 		Labels: labelList("sli", "reason"),
 	}
-	skippedFamilies = []*sli.Family{observationsSkipped}
+	skippedFamilies = []*sli.MetricFamily{observationsSkipped}
 )
 
 // Skipped exports the persisted count of skipped observations.

@@ -52,9 +52,6 @@ func New(opts Options, with ...Option) (*Demo, error) {
 	return d, nil
 }
 
-// Options returns the options the demo runs with, defaults applied.
-func (d *Demo) Options() Options { return d.opts }
-
 // Start runs the demo until ctx ends, then tears everything down: the
 // exporter and agents, Prometheus, the kwok cluster's processes, and the
 // temporary directory that held the cluster, the state and Prometheus'

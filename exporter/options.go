@@ -19,8 +19,8 @@ import (
 	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/netpolicy"
-	"github.com/podslo/podslo/pipeline"
 	"github.com/podslo/podslo/scope"
+	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
 
@@ -201,20 +201,9 @@ func (o *Options) setDefaults() {
 		t := true
 		o.NetworkPolicies = &t
 	}
-	if o.MaxObservationAge == 0 {
-		o.MaxObservationAge = lifecycle.DefaultMaxObservationAge
-	}
-	if len(o.SandboxConditionTypes) == 0 {
-		for _, t := range lifecycle.DefaultSandboxConditionTypes {
-			o.SandboxConditionTypes = append(o.SandboxConditionTypes, string(t))
-		}
-	}
-	if o.SandboxCreationTimeout == 0 {
-		o.SandboxCreationTimeout = lifecycle.DefaultSandboxCreationTimeout
-	}
-	if o.StableConditionType == "" {
-		o.StableConditionType = string(lifecycle.DefaultStableConditionType)
-	}
+	// The lifecycle settings (max observation age, sandbox condition types
+	// and creation timeout, stable condition type) are defaulted by
+	// lifecycle.Config.WithDefaults, in New.
 	if o.UserErrorEventRegex == "" {
 		o.UserErrorEventRegex = informers.DefaultUserErrorEventRegex
 	}
@@ -281,14 +270,8 @@ func (o *Options) validate() error {
 		}
 		names[n] = k
 	}
-	hl, err := ParseHistogramLabels(o.HistogramLabels)
-	if err != nil {
+	if _, err := sli.ParseHistogramLabels(o.HistogramLabels); err != nil {
 		errs = append(errs, err)
-	} else {
-		popts := pipeline.Options{HistogramLabels: hl}
-		if err := popts.Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("--histogram-label: %w", err))
-		}
 	}
 	if _, err := regexp.Compile(o.UserErrorEventRegex); err != nil {
 		errs = append(errs, fmt.Errorf("--user-error-event-regex: %w", err))
@@ -332,20 +315,6 @@ func (o *Options) validateNetworkPolicies() []error {
 		}
 	}
 	return errs
-}
-
-// ParseHistogramLabels parses NAME=label:KEY and NAME=annotation:KEY.
-func ParseHistogramLabels(specs []string) ([]pipeline.HistogramLabel, error) {
-	out := make([]pipeline.HistogramLabel, 0, len(specs))
-	for _, s := range specs {
-		name, src, ok := strings.Cut(s, "=")
-		source, key, ok2 := strings.Cut(src, ":")
-		if !ok || !ok2 || name == "" || key == "" {
-			return nil, fmt.Errorf("--histogram-label %q: want NAME=label:KEY or NAME=annotation:KEY", s)
-		}
-		out = append(out, pipeline.HistogramLabel{Name: name, Source: pipeline.Source(source), Key: key})
-	}
-	return out, nil
 }
 
 func conditionTypes(types []string) []corev1.PodConditionType {

@@ -24,8 +24,8 @@ type pvcGetter interface {
 const (
 	// ClassNone: no runtimeClassName, or no PVC-backed volume.
 	ClassNone = "none"
-	// ClassUnknown: a PVC podslo cannot resolve to a StorageClass.
-	ClassUnknown = "unknown"
+	// StorageClassUnresolved: a PVC podslo cannot resolve to a StorageClass.
+	StorageClassUnresolved = "unknown"
 )
 
 // RuntimeClass is the runtime_class label of a pod.
@@ -73,7 +73,7 @@ func (r *classResolver) claimClass(namespace, claim string, template *string, ep
 	case err == nil:
 		class = pvc.Spec.StorageClassName
 	case !ephemeral:
-		return ClassUnknown
+		return StorageClassUnresolved
 	}
 	if class != nil && *class != "" {
 		return *class
@@ -83,7 +83,7 @@ func (r *classResolver) claimClass(namespace, claim string, template *string, ep
 	if d := r.defaultClass(); d != "" {
 		return d
 	}
-	return ClassUnknown
+	return StorageClassUnresolved
 }
 
 func (r *classResolver) defaultClass() string {

@@ -48,11 +48,10 @@ type Handler interface {
 
 // Options configures the Watcher.
 type Options struct {
-	// SandboxConditionTypes and StableConditionType name the conditions the
-	// trim keeps, besides PodScheduled, Initialized and Ready. Defaults
-	// lifecycle's.
-	SandboxConditionTypes []corev1.PodConditionType
-	StableConditionType   corev1.PodConditionType
+	// Lifecycle is the configuration the pipeline runs lifecycle.Step
+	// with: the trim keeps the pod conditions it reads
+	// (lifecycle.Config.ConditionTypes). Default lifecycle's defaults.
+	Lifecycle lifecycle.Config
 	// PodLabels and PodAnnotations are the label and annotation keys the
 	// trim keeps. Default none.
 	PodLabels, PodAnnotations []string
@@ -132,16 +131,7 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 	// The end of a streamed list is a bookmark pod with this annotation,
 	// which the reflector reads from the decoded object.
 	t.podAnnotations[metav1.InitialEventsAnnotationKey] = true
-	condTypes := append([]corev1.PodConditionType{corev1.PodReady, corev1.PodInitialized}, opts.SandboxConditionTypes...)
-	if len(opts.SandboxConditionTypes) == 0 {
-		condTypes = append(condTypes, lifecycle.DefaultSandboxConditionTypes...)
-	}
-	stable := opts.StableConditionType
-	if stable == "" {
-		stable = lifecycle.DefaultStableConditionType
-	}
-	condTypes = append(condTypes, stable)
-	for _, ct := range condTypes {
+	for _, ct := range opts.Lifecycle.ConditionTypes() {
 		t.conditionTypes[ct] = ct
 	}
 	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above

@@ -24,7 +24,7 @@ func trimmers(t *testing.T) map[string]*trimmer {
 		"defaults": {},
 		"labels and annotations": {
 			PodLabels: []string{"app", "team"}, PodAnnotations: []string{"owner"},
-			SandboxConditionTypes: []corev1.PodConditionType{"example.com/SandboxReady"}, StableConditionType: "example.com/Stable",
+			Lifecycle: lifecycle.Config{SandboxConditionTypes: []corev1.PodConditionType{"example.com/SandboxReady"}, StableConditionType: "example.com/Stable"},
 		},
 		"every label": {PodLabels: []string{"app"}, PodLabelsHandler: nopLabels{}},
 	} {

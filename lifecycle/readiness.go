@@ -51,20 +51,14 @@ func (c *stepper) readiness() {
 		c.phase(PhaseTotal, unix(c.pod.CreationTimestamp), readyAt)
 	}
 
-	switch {
-	case started == 0:
+	if started == 0 {
 		c.skipOnce(Skip{Readiness, NoContainerStarted})
-	case readyAt < started:
-		// A container restarted after Ready and podslo missed the first
-		// Ready: the two times no longer belong together.
-		c.skipOnce(Skip{Readiness, NegativeDuration})
-	default:
-		c.next.Readiness = readyAt - started
-		c.next.HasReadiness = true
-		if r, unseen := c.startupUnseen(readyAt); unseen {
-			c.skipOnce(Skip{Readiness, r})
-			return
-		}
-		c.out.observe(Observation{Kind: BecameReady, Seconds: float64(c.next.Readiness)})
+		return
 	}
+	// Ready before the newest start: a container restarted after Ready and
+	// podslo missed the first Ready, so the two times no longer belong
+	// together (NegativeDuration).
+	c.measure(Readiness, started, readyAt, c.startupUnseen, func(d int64) {
+		c.next.Readiness, c.next.HasReadiness = d, true
+	}, Observation{Kind: BecameReady})
 }

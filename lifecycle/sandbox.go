@@ -138,24 +138,15 @@ func (c *stepper) firstCreation(readyAt int64) {
 		return
 	}
 	c.phase(PhaseSandbox, scheduled.LastTransitionTime, readyAt)
-	if readyAt < scheduled.LastTransitionTime {
-		skip(NegativeDuration)
-		return
-	}
-	latency := readyAt - scheduled.LastTransitionTime
-	c.next.SandboxCreation = latency
-	c.next.HasSandboxCreation = true
-	if c.cfg.pastTimeout(scheduled.LastTransitionTime, readyAt) {
-		// No check caught the pod pending past its timeout (podslo was
-		// down, or its watch not current): the sandbox's own time shows
-		// the timeout all the same.
-		c.timedOut(scheduled.LastTransitionTime)
-	}
-	if r, unseen := c.startupUnseen(readyAt); unseen {
-		skip(r)
-		return
-	}
-	c.out.observe(Observation{Kind: SandboxCreated, Seconds: float64(latency)})
+	c.measure(SandboxCreation, scheduled.LastTransitionTime, readyAt, c.startupUnseen, func(d int64) {
+		c.next.SandboxCreation, c.next.HasSandboxCreation = d, true
+		if c.cfg.pastTimeout(scheduled.LastTransitionTime, readyAt) {
+			// No check caught the pod pending past its timeout (podslo
+			// was down, or its watch not current): the sandbox's own time
+			// shows the timeout all the same.
+			c.timedOut(scheduled.LastTransitionTime)
+		}
+	}, Observation{Kind: SandboxCreated})
 }
 
 // exclude counts the pod once in the excluded creations.

@@ -40,15 +40,9 @@ func (c *stepper) firstStable(at int64) {
 	case ready == 0:
 		// Stable without a Ready podslo saw: nothing to measure from.
 		c.skipOnce(Skip{Stabilization, InvalidCondition})
-	case at < ready:
-		c.skipOnce(Skip{Stabilization, NegativeDuration})
 	default:
-		c.next.Stabilization = at - ready
-		c.next.HasStabilization = true
-		if r, unseen := c.startupUnseen(at); unseen {
-			c.skipOnce(Skip{Stabilization, r})
-			return
-		}
-		c.out.observe(Observation{Kind: Stabilized, Seconds: float64(c.next.Stabilization)})
+		c.measure(Stabilization, ready, at, c.startupUnseen, func(d int64) {
+			c.next.Stabilization, c.next.HasStabilization = d, true
+		}, Observation{Kind: Stabilized})
 	}
 }

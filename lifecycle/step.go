@@ -38,6 +38,26 @@ type Config struct {
 // the agent, whose options are strings, shares this one constant.
 const DefaultStableConditionType = "podslo.io/Stable"
 
+// WithDefaults is c with every unset field at its default. Step applies
+// the same defaults itself; a program that hands one configuration to
+// several components (the exporter, to informers and pipeline) resolves it
+// once here, so that they all see the same values.
+func (c Config) WithDefaults() Config {
+	c.SandboxConditionTypes = c.sandboxTypes()
+	c.MaxObservationAge = c.maxAge()
+	c.SandboxCreationTimeout = c.timeout()
+	c.StableConditionType = c.stableType()
+	return c
+}
+
+// ConditionTypes are the pod condition types Step reads: whatever trims a
+// pod before Step must keep these.
+func (c *Config) ConditionTypes() []corev1.PodConditionType {
+	types := []corev1.PodConditionType{corev1.PodScheduled, corev1.PodInitialized, corev1.PodReady}
+	types = append(types, c.sandboxTypes()...)
+	return append(types, c.stableType())
+}
+
 func (c *Config) stableType() corev1.PodConditionType {
 	if c.StableConditionType == "" {
 		return DefaultStableConditionType
@@ -142,6 +162,10 @@ func (c *stepper) tooOld(t int64) bool {
 	return c.now-t > int64(c.cfg.maxAge()/time.Second)
 }
 
+// tooOldUnseen is tooOld in measure's terms, for the SLIs that are not
+// start-up ones.
+func (c *stepper) tooOldUnseen(t int64) (Reason, bool) { return TooOld, c.tooOld(t) }
+
 // startupUnseen tells whether a start-up SLI ending at t cannot be
 // observed, and why: the pod was first seen late, or after its first
 // sandbox was re-created (its start-up happened before podslo could see
@@ -156,22 +180,36 @@ func (c *stepper) startupUnseen(t int64) (Reason, bool) {
 	return 0, false
 }
 
+// measure ends one measurement of sli from start to end, the same way for
+// every SLI: an end before its start (clock skew) is skipped as
+// NegativeDuration; otherwise keep, if set, records the duration in the
+// state (the per-pod series show it however old), an end that unseen
+// reports unobservable is skipped with its reason (too old, or a start-up
+// podslo could not see), and o is observed with the duration as its
+// Seconds. The caller makes sure it runs once per pod, and keep says how.
+func (c *stepper) measure(sli SLI, start, end int64, unseen func(int64) (Reason, bool), keep func(seconds int64), o Observation) {
+	if end < start {
+		c.skipOnce(Skip{sli, NegativeDuration})
+		return
+	}
+	if keep != nil {
+		keep(end - start)
+	}
+	if r, skip := unseen(end); skip {
+		c.skipOnce(Skip{sli, r})
+		return
+	}
+	o.Seconds = float64(end - start)
+	c.out.observe(o)
+}
+
 // phase observes one start-up phase from start to end, once.
 func (c *stepper) phase(p Phase, start, end int64) {
 	if c.next.Phases.Has(p) || start == 0 || end == 0 {
 		return
 	}
 	c.next.Phases = c.next.Phases.With(p)
-	switch {
-	case end < start:
-		c.skipOnce(Skip{StartupPhase, NegativeDuration})
-	default:
-		if r, unseen := c.startupUnseen(end); unseen {
-			c.skipOnce(Skip{StartupPhase, r})
-			return
-		}
-		c.out.observe(Observation{Kind: PhaseDone, Phase: p, Seconds: float64(end - start)})
-	}
+	c.measure(StartupPhase, start, end, c.startupUnseen, nil, Observation{Kind: PhaseDone, Phase: p})
 }
 
 // scheduling remembers when the pod was scheduled and observes the

@@ -43,28 +43,18 @@ func (c *stepper) termination() {
 		return
 	}
 	c.next.TerminationDone = true
-	requested := c.next.DeletionRequested
-	if down < requested {
-		// The sandbox went down after it was last ready and after the
-		// deletion was seen, yet before the request by the clocks: the
-		// kubelet's clock is behind the API server's.
-		c.skipOnce(Skip{Termination, NegativeDuration})
-		return
-	}
-	c.next.Termination = down - requested
-	c.next.HasTermination = true
-	if c.tooOld(down) {
-		c.skipOnce(Skip{Termination, TooOld})
-		return
-	}
-	// The grace period ends at the current deletionTimestamp, which a
-	// second, shorter delete may have moved earlier.
-	// At one-second precision, a sandbox torn down in the second the grace
-	// period ends may or may not be over it; a container the kubelet had
-	// to SIGKILL at or after that end says it was.
+	// A sandbox down after it was last ready and after the deletion was
+	// seen, yet before the request by the clocks, is a kubelet clock behind
+	// the API server's (NegativeDuration). The grace period ends at the
+	// current deletionTimestamp, which a second, shorter delete may have
+	// moved earlier. At one-second precision, a sandbox torn down in the
+	// second the grace period ends may or may not be over it; a container
+	// the kubelet had to SIGKILL at or after that end says it was.
 	end := c.pod.DeletionTimestamp.Unix()
 	overGrace := down > end || (c.pod.ContainerKilled != 0 && c.pod.ContainerKilled >= end)
-	c.out.observe(Observation{Kind: Terminated, Seconds: float64(c.next.Termination), OverGrace: overGrace})
+	c.measure(Termination, c.next.DeletionRequested, down, c.tooOldUnseen, func(d int64) {
+		c.next.Termination, c.next.HasTermination = d, true
+	}, Observation{Kind: Terminated, OverGrace: overGrace})
 }
 
 // Vanish is the pod's deletion from the API: a termination not measured by

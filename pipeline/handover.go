@@ -9,7 +9,6 @@ import (
 
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/scope"
-	"github.com/podslo/podslo/store"
 )
 
 // scopeSetting names the store setting that holds the scope the state was
@@ -51,7 +50,7 @@ type handover struct {
 
 // newHandover compares the scope recorded in st with cur: it returns the
 // handover to do, if any, and whether cur must be recorded.
-func newHandover(st *store.Store, cur *scope.Scope, now time.Time, log *slog.Logger) (*handover, bool) {
+func newHandover(st Store, cur *scope.Scope, now time.Time, log *slog.Logger) (*handover, bool) {
 	h := &handover{cur: cur, since: now}
 	raw, recorded := st.Setting(scopeSetting)
 	switch {
@@ -101,6 +100,24 @@ func (h *handover) movedOut(uid types.UID) bool {
 	return !stillMine
 }
 
+// forgotten notes that a record that moved out was forgotten.
+func (h *handover) forgotten(uid types.UID) {
+	if h != nil && h.firstSweepDone {
+		delete(h.inherited, uid)
+	}
+}
+
+// firstSweepFinished ends the first sweep: every other inherited record has
+// a live pod this scope owns, and is this scope's from now on. failedOut
+// are the records that moved out but failed to go: later sweeps retry them.
+func (h *handover) firstSweepFinished(failedOut map[types.UID]struct{}) {
+	if h == nil || h.firstSweepDone {
+		return
+	}
+	h.inherited = failedOut
+	h.firstSweepDone = true
+}
+
 // pendingOut is the number of moved-out records not forgotten yet.
 func (h *handover) pendingOut() int {
 	if h == nil || !h.firstSweepDone {
@@ -118,10 +135,7 @@ func (h *handover) adopts(pod *lifecycle.Pod) bool {
 // adopt is the first step of a pod that moved in: what happened before
 // since is too old, and not counted as skipped either.
 func (h *handover) adopt(now time.Time, pod *lifecycle.Pod, prev lifecycle.State, cfg *lifecycle.Config) (lifecycle.State, lifecycle.Outcome) {
-	maxAge := cfg.MaxObservationAge
-	if maxAge <= 0 {
-		maxAge = lifecycle.DefaultMaxObservationAge
-	}
+	maxAge := cfg.WithDefaults().MaxObservationAge
 	cut := now.Sub(h.since)
 	if cut >= maxAge {
 		// Long enough after the change that the usual rule already leaves

@@ -25,16 +25,24 @@ func pipelineOnMemory(t *testing.T, fail *int) (*Pipeline, *store.Store) {
 	st, err := store.Open(store.Options{Dir: store.InMemory})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	p, err := New(st, Options{Now: func() time.Time { return time.Unix(1700000100, 0) }})
+	p, err := New(failingStore{st, fail}, Options{Now: func() time.Time { return time.Unix(1700000100, 0) }})
 	require.NoError(t, err)
-	p.apply = func(c store.Change) error {
-		if *fail > 0 {
-			*fail--
-			return errors.New("no space left on device")
-		}
-		return st.Apply(c)
-	}
 	return p, st
+}
+
+// failingStore is a store whose Apply fails while *fail > 0 (counting
+// down), as on a full disk.
+type failingStore struct {
+	*store.Store
+	fail *int
+}
+
+func (s failingStore) Apply(c store.Change) error {
+	if *s.fail > 0 {
+		*s.fail--
+		return errors.New("no space left on device")
+	}
+	return s.Store.Apply(c)
 }
 
 // startedPodNamed is pod uid named name, scheduled at 1700000000 and its
@@ -311,7 +319,7 @@ func TestHandleRecordsObservationWithDimensions(t *testing.T) {
 	now := time.Unix(1700000100, 0)
 	p, err := New(st, Options{
 		PodLabels:       []string{"app"},
-		HistogramLabels: []HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromAnnotation, Key: "tier"}},
+		HistogramLabels: sli.HistogramLabels{{Name: "team", Source: sli.FromLabel, Key: "team"}, {Name: "tier", Source: sli.FromAnnotation, Key: "tier"}},
 		Now:             func() time.Time { return now },
 	})
 	require.NoError(t, err)
@@ -344,16 +352,16 @@ func TestHandleRecordsObservationWithDimensions(t *testing.T) {
 
 func TestValidate(t *testing.T) {
 	tests := []struct {
-		labels []HistogramLabel
+		labels sli.HistogramLabels
 		err    string
 	}{
-		{[]HistogramLabel{{Name: "team", Source: FromLabel, Key: "team"}}, ""},
-		{[]HistogramLabel{{Name: "1team", Source: FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
-		{[]HistogramLabel{{Name: "__team", Source: FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
-		{[]HistogramLabel{{Name: "runtime_class", Source: FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
-		{[]HistogramLabel{{Name: "a", Source: FromLabel, Key: "x"}, {Name: "a", Source: FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
-		{[]HistogramLabel{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label" or "annotation", got "field"`},
-		{[]HistogramLabel{{Name: "a", Source: FromLabel}}, `histogram label "a": key must not be empty`},
+		{sli.HistogramLabels{{Name: "team", Source: sli.FromLabel, Key: "team"}}, ""},
+		{sli.HistogramLabels{{Name: "1team", Source: sli.FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
+		{sli.HistogramLabels{{Name: "__team", Source: sli.FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
+		{sli.HistogramLabels{{Name: "runtime_class", Source: sli.FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
+		{sli.HistogramLabels{{Name: "a", Source: sli.FromLabel, Key: "x"}, {Name: "a", Source: sli.FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
+		{sli.HistogramLabels{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label" or "annotation", got "field"`},
+		{sli.HistogramLabels{{Name: "a", Source: sli.FromLabel}}, `histogram label "a": key must not be empty`},
 	}
 	for _, tt := range tests {
 		o := Options{HistogramLabels: tt.labels}

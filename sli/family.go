@@ -43,10 +43,10 @@ func (s Stability) String() string {
 	return "UNKNOWN"
 }
 
-// Family declares one metric family podslo exports, SLI or not:
+// MetricFamily declares one metric family podslo exports, SLI or not:
 // docs/metrics.md lists exactly these, and a test fails when the two
 // disagree.
-type Family struct {
+type MetricFamily struct {
 	Name      string
 	Type      Type
 	Help      string

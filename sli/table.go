@@ -10,14 +10,15 @@ import (
 // SLI is one service level indicator: the aggregated families its
 // observations feed, and the per-pod series read from each pod's state.
 type SLI struct {
-	Aggregates []*Aggregate
+	Aggregates []*AggregateSpec
 	PerPod     []*PodSeries
 }
 
-// Aggregate is one aggregated family: which observations feed it, where the
-// store keeps it, and how it is exposed. It carries the class labels, then
-// Label if set, then the --histogram-label dimensions.
-type Aggregate struct {
+// AggregateSpec declares one aggregated family (store.Aggregate holds its
+// values): which observations feed it, where the store keeps it, and how it
+// is exposed. It carries the class labels, then Label if set, then the
+// --histogram-label dimensions.
+type AggregateSpec struct {
 	// Kind is the lifecycle observation that feeds the family.
 	Kind lifecycle.Kind
 	// When, if set, keeps only the observations it is true for.
@@ -36,7 +37,7 @@ type Aggregate struct {
 	Label      string
 	LabelValue func(lifecycle.Observation) string
 
-	family *Family
+	family *MetricFamily
 }
 
 // PodSeries is one per-pod family: its series for each pod with a value,
@@ -50,14 +51,14 @@ type PodSeries struct {
 	// without a value has no series.
 	Value func(st *lifecycle.State, now int64) (float64, bool)
 
-	family *Family
+	family *MetricFamily
 }
 
 // Table declares every SLI, in documentation order; the per-pod families
 // are written in this order too.
 var Table = []SLI{
 	{
-		Aggregates: []*Aggregate{
+		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.SandboxCreated, Store: "sandbox_creation",
 				Name: "podslo_sandbox_creation_duration_seconds", Type: Histogram, Stability: Alpha,
@@ -105,7 +106,7 @@ var Table = []SLI{
 		},
 	},
 	{
-		Aggregates: []*Aggregate{
+		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.Terminated, Store: "termination",
 				Name: "podslo_pod_termination_duration_seconds", Type: Histogram, Stability: Alpha,
@@ -129,7 +130,7 @@ var Table = []SLI{
 		},
 	},
 	{
-		Aggregates: []*Aggregate{
+		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.BecameReady, Store: "readiness",
 				Name: "podslo_pod_readiness_duration_seconds", Type: Histogram, Stability: Alpha,
@@ -147,7 +148,7 @@ var Table = []SLI{
 		},
 	},
 	{
-		Aggregates: []*Aggregate{
+		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.PhaseDone, Store: "startup_phase",
 				Name: "podslo_pod_startup_phase_duration_seconds", Type: Histogram, Stability: Alpha,
@@ -157,7 +158,7 @@ var Table = []SLI{
 		},
 	},
 	{
-		Aggregates: []*Aggregate{
+		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.Stabilized, Store: "stabilization",
 				Name: "podslo_pod_stabilization_duration_seconds", Type: Histogram, Stability: Alpha,
@@ -191,9 +192,9 @@ const FamilySkipped = "skipped"
 
 // derived is what the rest of podslo reads of Table.
 type derived struct {
-	aggregates []*Aggregate
+	aggregates []*AggregateSpec
 	podSeries  []*PodSeries
-	families   []*Family
+	families   []*MetricFamily
 }
 
 var table = mustDerive(Table)
@@ -226,11 +227,7 @@ func derive(t []SLI) (*derived, error) {
 				return nil, fmt.Errorf("sli table: %s: declared twice", a.Name)
 			}
 			stores[a.Store], names[a.Name] = true, true
-			labels := append([]string(nil), ClassLabels...)
-			if a.Label != "" {
-				labels = append(labels, a.Label)
-			}
-			a.family = &Family{Name: a.Name, Type: a.Type, Help: a.Help, Labels: labels, Stability: a.Stability, HistogramLabels: true}
+			a.family = &MetricFamily{Name: a.Name, Type: a.Type, Help: a.Help, Labels: a.aggregateLabels(), Stability: a.Stability, HistogramLabels: true}
 			d.aggregates = append(d.aggregates, a)
 			d.families = append(d.families, a.family)
 		}
@@ -246,7 +243,7 @@ func derive(t []SLI) (*derived, error) {
 				return nil, fmt.Errorf("sli table: %s: declared twice", p.Name)
 			}
 			names[p.Name] = true
-			p.family = &Family{Name: p.Name, Type: p.Type, Help: p.Help, Labels: PodSeriesLabels, Stability: p.Stability, PodLabels: true}
+			p.family = &MetricFamily{Name: p.Name, Type: p.Type, Help: p.Help, Labels: PodSeriesLabels, Stability: p.Stability, PodLabels: true}
 			d.podSeries = append(d.podSeries, p)
 			d.families = append(d.families, p.family)
 		}
@@ -255,19 +252,19 @@ func derive(t []SLI) (*derived, error) {
 }
 
 // Aggregates returns every aggregated family, in table order.
-func Aggregates() []*Aggregate { return table.aggregates }
+func Aggregates() []*AggregateSpec { return table.aggregates }
 
 // PerPod returns every per-pod family, in table order.
 func PerPod() []*PodSeries { return table.podSeries }
 
 // Families returns the metric families of every SLI, in table order.
-func Families() []*Family { return table.families }
+func Families() []*MetricFamily { return table.families }
 
 // MustByStore returns the aggregate kept under store family name, for
 // code that reads one family (the landing page's class table). It panics
 // when there is none: call it when a package loads, so any test catches a
 // rename.
-func MustByStore(name string) *Aggregate {
+func MustByStore(name string) *AggregateSpec {
 	for _, a := range table.aggregates {
 		if a.Store == name {
 			return a
@@ -276,15 +273,17 @@ func MustByStore(name string) *Aggregate {
 	panic(fmt.Sprintf("sli: no aggregate has store family %q", name))
 }
 
-// Family is the metric family a declares.
-func (a *Aggregate) Family() *Family { return a.family }
+// MetricFamily is the metric family a declares.
+func (a *AggregateSpec) MetricFamily() *MetricFamily { return a.family }
 
-// Family is the metric family p declares.
-func (p *PodSeries) Family() *Family { return p.family }
+// MetricFamily is the metric family p declares.
+func (p *PodSeries) MetricFamily() *MetricFamily { return p.family }
 
 // ID is a's store family ID under the configured --histogram-label names:
 // the pipeline writes and the collectors read under it.
-func (a *Aggregate) ID(histogramLabels []string) string { return FamilyID(a.Store, histogramLabels) }
+func (a *AggregateSpec) ID(histogramLabels []string) string {
+	return FamilyID(a.Store, histogramLabels)
+}
 
 // FamilyID names a store family together with the names of its configured
 // extra dimensions, so that series persisted under another

@@ -11,8 +11,8 @@ import (
 
 // forKind returns the aggregates an observation of kind k feeds, in the
 // order the pipeline writes them.
-func forKind(k lifecycle.Kind) []*Aggregate {
-	var out []*Aggregate
+func forKind(k lifecycle.Kind) []*AggregateSpec {
+	var out []*AggregateSpec
 	for _, a := range Aggregates() {
 		if a.Kind == k {
 			out = append(out, a)
@@ -48,8 +48,8 @@ func TestForKind(t *testing.T) {
 
 func TestDerivedFamilies(t *testing.T) {
 	phase := forKind(lifecycle.PhaseDone)[0]
-	assert.Equal(t, []string{"runtime_class", "storage_class", "phase"}, phase.Family().Labels)
-	assert.True(t, phase.Family().HistogramLabels)
+	assert.Equal(t, []string{"runtime_class", "storage_class", "phase"}, phase.MetricFamily().Labels)
+	assert.True(t, phase.MetricFamily().HistogramLabels)
 	assert.Equal(t, "init", phase.LabelValue(lifecycle.Observation{Kind: lifecycle.PhaseDone, Phase: lifecycle.PhaseInit}))
 	over := forKind(lifecycle.Terminated)[1]
 	assert.True(t, over.When(lifecycle.Observation{OverGrace: true}))
@@ -58,8 +58,8 @@ func TestDerivedFamilies(t *testing.T) {
 	assert.Equal(t, "startup_phase", phase.ID(nil))
 
 	pod := PerPod()[0]
-	assert.Equal(t, PodSeriesLabels, pod.Family().Labels)
-	assert.True(t, pod.Family().PodLabels)
+	assert.Equal(t, PodSeriesLabels, pod.MetricFamily().Labels)
+	assert.True(t, pod.MetricFamily().PodLabels)
 	assert.Len(t, Families(), len(Aggregates())+len(PerPod()))
 }
 
@@ -75,31 +75,31 @@ func TestDeriveRejects(t *testing.T) {
 		err   string
 	}{
 		"gauge aggregate": {
-			[]SLI{{Aggregates: []*Aggregate{{Store: "a", Name: "podslo_a", Type: Gauge, Stability: Alpha}}}},
+			[]SLI{{Aggregates: []*AggregateSpec{{Store: "a", Name: "podslo_a", Type: Gauge, Stability: Alpha}}}},
 			"podslo_a: an aggregate is a histogram or a counter, not a gauge",
 		},
 		"no stability": {
-			[]SLI{{Aggregates: []*Aggregate{{Store: "a", Name: "podslo_a", Type: Counter}}}},
+			[]SLI{{Aggregates: []*AggregateSpec{{Store: "a", Name: "podslo_a", Type: Counter}}}},
 			"podslo_a: no stability level",
 		},
 		"label without value": {
-			[]SLI{{Aggregates: []*Aggregate{{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha, Label: "reason"}}}},
+			[]SLI{{Aggregates: []*AggregateSpec{{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha, Label: "reason"}}}},
 			"podslo_a: Label and LabelValue go together",
 		},
 		"store family twice": {
-			[]SLI{{Aggregates: []*Aggregate{
+			[]SLI{{Aggregates: []*AggregateSpec{
 				{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha},
 				{Store: "a", Name: "podslo_b", Type: Counter, Stability: Alpha},
 			}}},
 			`podslo_b: store family "a" is empty or used twice`,
 		},
 		"store family of the skips": {
-			[]SLI{{Aggregates: []*Aggregate{{Store: FamilySkipped, Name: "podslo_a", Type: Counter, Stability: Alpha}}}},
+			[]SLI{{Aggregates: []*AggregateSpec{{Store: FamilySkipped, Name: "podslo_a", Type: Counter, Stability: Alpha}}}},
 			`podslo_a: store family "skipped" is empty or used twice`,
 		},
 		"name twice": {
 			[]SLI{{
-				Aggregates: []*Aggregate{{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha}},
+				Aggregates: []*AggregateSpec{{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha}},
 				PerPod:     []*PodSeries{{Name: "podslo_a", Type: Gauge, Stability: Alpha, Value: value}},
 			}},
 			"podslo_a: declared twice",

@@ -132,8 +132,8 @@ func TestSandboxCreationOnARealNode(t *testing.T) {
 	require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced))
 
 	url := "http://" + testenv.RunComponent(t, "exporter", func(lis net.Listener) (testenv.Component, error) {
-		return exporter.New(exporter.Options{StateDir: t.TempDir(), Logger: testenv.Logger(t)},
-			exporter.WithListener(lis), exporter.WithRestConfig(node.Config))
+		return exporter.New(exporter.Options{Kubeconfig: node.Kubeconfig, StateDir: t.TempDir(), Logger: testenv.Logger(t)},
+			exporter.WithListener(lis))
 	})
 	testenv.WaitReady(t, url, "exporter")
 

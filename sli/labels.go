@@ -1,0 +1,163 @@
+package sli
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/podslo/podslo/lifecycle"
+)
+
+// LabelSource is where a histogram label's value is read from on a pod.
+type LabelSource string
+
+const (
+	FromLabel      LabelSource = "label"
+	FromAnnotation LabelSource = "annotation"
+)
+
+// HistogramLabel is one extra dimension of the aggregated series, read from a
+// pod label or annotation (--histogram-label NAME=label:KEY).
+type HistogramLabel struct {
+	Name   string
+	Source LabelSource
+	Key    string
+}
+
+// HistogramLabels are the configured extra dimensions, in the order of their
+// flags. That order is the order of their names on every aggregated family
+// (LabelNames), of their values on every aggregated series (LabelValues),
+// and of the values the store keeps per pod (store.PodMeta.HistogramLabels):
+// everything that writes or reads those positions goes through this type.
+type HistogramLabels []HistogramLabel
+
+// ParseHistogramLabels parses and validates NAME=label:KEY and
+// NAME=annotation:KEY, the --histogram-label syntax.
+func ParseHistogramLabels(specs []string) (HistogramLabels, error) {
+	out := make(HistogramLabels, 0, len(specs))
+	for _, s := range specs {
+		name, src, ok := strings.Cut(s, "=")
+		source, key, ok2 := strings.Cut(src, ":")
+		if !ok || !ok2 || name == "" || key == "" {
+			return nil, fmt.Errorf("--histogram-label %q: want NAME=label:KEY or NAME=annotation:KEY", s)
+		}
+		out = append(out, HistogramLabel{Name: name, Source: LabelSource(source), Key: key})
+	}
+	if err := out.Validate(); err != nil {
+		return nil, fmt.Errorf("--histogram-label: %w", err)
+	}
+	return out, nil
+}
+
+var labelNameRE = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// Validate reports the first label that is not a valid Prometheus label
+// name, is used twice, or clashes with a label an aggregated family already
+// carries (the class labels, phase, reason).
+func (h HistogramLabels) Validate() error {
+	seen := map[string]bool{}
+	for _, n := range ClassLabels {
+		seen[n] = true
+	}
+	for _, a := range table.aggregates {
+		if a.Label != "" {
+			seen[a.Label] = true
+		}
+	}
+	for _, l := range h {
+		if !labelNameRE.MatchString(l.Name) || strings.HasPrefix(l.Name, "__") {
+			return fmt.Errorf("histogram label name %q is not a valid Prometheus label name", l.Name)
+		}
+		if seen[l.Name] {
+			return fmt.Errorf("histogram label name %q is used twice or clashes with a built-in label", l.Name)
+		}
+		seen[l.Name] = true
+		if l.Source != FromLabel && l.Source != FromAnnotation {
+			return fmt.Errorf("histogram label %q: source must be %q or %q, got %q", l.Name, FromLabel, FromAnnotation, l.Source)
+		}
+		if l.Key == "" {
+			return fmt.Errorf("histogram label %q: key must not be empty", l.Name)
+		}
+	}
+	return nil
+}
+
+// Names are the label names, in order; nil for none.
+func (h HistogramLabels) Names() []string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]string, len(h))
+	for i, l := range h {
+		out[i] = l.Name
+	}
+	return out
+}
+
+// Keys are the pod label keys and annotation keys the values are read from:
+// what the pod trim must keep.
+func (h HistogramLabels) Keys() (labels, annotations []string) {
+	for _, l := range h {
+		if l.Source == FromLabel {
+			labels = append(labels, l.Key)
+		} else {
+			annotations = append(annotations, l.Key)
+		}
+	}
+	return labels, annotations
+}
+
+// Values reads a pod's values, in order; nil for none. A missing label or
+// annotation is the empty value.
+func (h HistogramLabels) Values(podLabels, podAnnotations map[string]string) []string {
+	if len(h) == 0 {
+		return nil
+	}
+	out := make([]string, len(h))
+	for i, l := range h {
+		if l.Source == FromLabel {
+			out[i] = podLabels[l.Key]
+		} else {
+			out[i] = podAnnotations[l.Key]
+		}
+	}
+	return out
+}
+
+// LabelNames are the label names of f's series: its own labels, then the
+// histogram labels if it carries them, then podLabels (the --pod-label
+// label names) if it carries them. LabelValues writes an aggregate's values
+// in this order.
+func (f *MetricFamily) LabelNames(histogram, podLabels []string) []string {
+	names := append([]string(nil), f.Labels...)
+	if f.HistogramLabels {
+		names = append(names, histogram...)
+	}
+	if f.PodLabels {
+		names = append(names, podLabels...)
+	}
+	return names
+}
+
+// aggregateLabels are the labels of an aggregated family before the
+// histogram labels: the class labels, then a.Label if set.
+func (a *AggregateSpec) aggregateLabels() []string {
+	labels := append([]string(nil), ClassLabels...)
+	if a.Label != "" {
+		labels = append(labels, a.Label)
+	}
+	return labels
+}
+
+// LabelValues are the label values of the series o feeds in a, in the
+// order of a's LabelNames: the pod's runtime and storage class (ClassLabels),
+// a.LabelValue(o) if a has a Label, then histogramValues (from
+// HistogramLabels.Values).
+func (a *AggregateSpec) LabelValues(runtimeClass, storageClass string, o lifecycle.Observation, histogramValues []string) []string {
+	values := make([]string, 0, 3+len(histogramValues))
+	values = append(values, runtimeClass, storageClass)
+	if a.LabelValue != nil {
+		values = append(values, a.LabelValue(o))
+	}
+	return append(values, histogramValues...)
+}

@@ -1,0 +1,82 @@
+package sli
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/podslo/podslo/lifecycle"
+)
+
+func TestParseHistogramLabels(t *testing.T) {
+	for _, tc := range []struct {
+		specs []string
+		want  HistogramLabels
+		err   string
+	}{
+		{nil, HistogramLabels{}, ""},
+		{[]string{"team=label:team", "tier=annotation:example.com/tier"},
+			HistogramLabels{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromAnnotation, Key: "example.com/tier"}}, ""},
+		{[]string{"team"}, nil, `--histogram-label "team": want NAME=label:KEY or NAME=annotation:KEY`},
+		{[]string{"team=label:"}, nil, `--histogram-label "team=label:": want NAME=label:KEY or NAME=annotation:KEY`},
+		{[]string{"=label:team"}, nil, `--histogram-label "=label:team": want NAME=label:KEY or NAME=annotation:KEY`},
+		{[]string{"team=field:team"}, nil, `--histogram-label: histogram label "team": source must be "label" or "annotation", got "field"`},
+		{[]string{"a=label:x", "a=annotation:y"}, nil, `--histogram-label: histogram label name "a" is used twice or clashes with a built-in label`},
+		// Every built-in label of an aggregated family, not only the class
+		// labels: a second "phase" would make the descriptor invalid.
+		{[]string{"phase=label:phase"}, nil, `--histogram-label: histogram label name "phase" is used twice or clashes with a built-in label`},
+		{[]string{"reason=label:x"}, nil, `--histogram-label: histogram label name "reason" is used twice or clashes with a built-in label`},
+		{[]string{"storage_class=label:x"}, nil, `--histogram-label: histogram label name "storage_class" is used twice or clashes with a built-in label`},
+	} {
+		got, err := ParseHistogramLabels(tc.specs)
+		if tc.err != "" {
+			assert.EqualError(t, err, tc.err, "%q", tc.specs)
+			continue
+		}
+		require.NoError(t, err, "%q", tc.specs)
+		assert.Equal(t, tc.want, got, "%q", tc.specs)
+	}
+}
+
+func TestHistogramLabelsNamesKeysValues(t *testing.T) {
+	h := HistogramLabels{{Name: "team", Source: FromLabel, Key: "t"}, {Name: "tier", Source: FromAnnotation, Key: "a/tier"}, {Name: "app", Source: FromLabel, Key: "app"}}
+	assert.Equal(t, []string{"team", "tier", "app"}, h.Names())
+	labels, annotations := h.Keys()
+	assert.Equal(t, []string{"t", "app"}, labels)
+	assert.Equal(t, []string{"a/tier"}, annotations)
+	assert.Equal(t, []string{"pay", "gold", ""}, h.Values(map[string]string{"t": "pay", "tier": "no"}, map[string]string{"a/tier": "gold", "t": "no"}), "a missing key is the empty value")
+	assert.Nil(t, HistogramLabels(nil).Names())
+	assert.Nil(t, HistogramLabels(nil).Values(map[string]string{"t": "x"}, nil))
+}
+
+// TestLabelNamesMatchValues pins the positional contract between what the
+// pipeline writes (LabelValues) and what the collectors declare
+// (LabelNames), for every aggregate of the table.
+func TestLabelNamesMatchValues(t *testing.T) {
+	h := HistogramLabels{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromLabel, Key: "tier"}}
+	values := h.Values(map[string]string{"team": "pay", "tier": "gold"}, nil)
+	o := lifecycle.Observation{Kind: lifecycle.PhaseDone, Phase: lifecycle.PhaseInit}
+	for _, a := range Aggregates() {
+		names := a.MetricFamily().LabelNames(h.Names(), []string{"label_app"})
+		got := a.LabelValues("kata", "ssd", o, values)
+		require.Len(t, got, len(names), a.Name)
+		byName := map[string]string{}
+		for i, n := range names {
+			byName[n] = got[i]
+		}
+		assert.Equal(t, "kata", byName["runtime_class"], a.Name)
+		assert.Equal(t, "ssd", byName["storage_class"], a.Name)
+		assert.Equal(t, "pay", byName["team"], a.Name)
+		assert.Equal(t, "gold", byName["tier"], a.Name)
+		if a.Label != "" {
+			assert.Equal(t, a.LabelValue(o), byName[a.Label], a.Name)
+		}
+		assert.NotContains(t, names, "label_app", "aggregates carry no pod labels")
+	}
+	phase := forKind(lifecycle.PhaseDone)[0]
+	assert.Equal(t, []string{"runtime_class", "storage_class", "phase", "team", "tier"}, phase.MetricFamily().LabelNames(h.Names(), nil))
+	assert.Equal(t, []string{"kata", "ssd", "init", "pay", "gold"}, phase.LabelValues("kata", "ssd", o, values))
+	pod := PerPod()[0]
+	assert.Equal(t, append(append([]string(nil), PodSeriesLabels...), "label_app"), pod.MetricFamily().LabelNames(h.Names(), []string{"label_app"}), "per-pod series carry no histogram labels")
+}
