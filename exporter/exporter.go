@@ -190,7 +190,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
-		podslocollectors.NewSLIs(st, labels, log),
+		podslocollectors.NewSLIs(st, labels, log, podslocollectors.WithStorageClasses(watcher.StorageClasses)),
 		podslocollectors.NewSkipped(st, log),
 		podslocollectors.NewSelf(st),
 		podslocollectors.NewBuildInfo(),

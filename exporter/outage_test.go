@@ -3,11 +3,9 @@ package exporter
 import (
 	"context"
 	"net/http"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +44,7 @@ func TestAPIServerOutage(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s during the outage", path)
 	}
-	require.NoError(t, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(header+histogramText(name, `runtime_class="none",storage_class="none"`, 2)), name))
+	require.NoError(t, scrapeAndCompare(t, url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2), name))
 
 	env.StartAPIServer(t)
 	after := testenv.CreatePod(t, c, "outage", podSpec{name: "after", team: "a"}.pod())

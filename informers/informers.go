@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -105,6 +107,28 @@ type Watcher struct {
 	trim      *trimmer
 	classes   classResolver
 	userError *regexp.Regexp
+	// storageClasses is the StorageClass lister once Start made it, for
+	// StorageClasses, which the collectors call at scrape time.
+	storageClasses atomic.Pointer[storagelisters.StorageClassLister]
+}
+
+// StorageClasses returns the names of the cluster's StorageClasses in the
+// watch's cache: nil before Start has made it. It never calls the API
+// server, so a scrape may call it.
+func (w *Watcher) StorageClasses() []string {
+	l := w.storageClasses.Load()
+	if l == nil {
+		return nil
+	}
+	all, err := (*l).List(everything)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(all))
+	for _, sc := range all {
+		names = append(names, sc.Name)
+	}
+	return names
 }
 
 // New returns a Watcher handing pods to h; Start runs it.
@@ -193,6 +217,8 @@ func (w *Watcher) Start(ctx context.Context) error {
 		return fmt.Errorf("watch storageclasses: %w", err)
 	}
 	w.classes = classResolver{pvcs: pvcListers, classes: classes.Lister()}
+	scLister := classes.Lister()
+	w.storageClasses.Store(&scLister)
 	if len(namespaces) == 1 && namespaces[0] == metav1.NamespaceAll {
 		w.classes.pvcs = pvcLister
 	}
