@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -107,6 +108,9 @@ type Watcher struct {
 	trim      *trimmer
 	classes   classResolver
 	userError *regexp.Regexp
+	// reach logs the API server's outages, as the pod and event watches
+	// see them.
+	reach *reachability
 	// storageClasses is the StorageClass lister once Start made it, for
 	// StorageClasses, which the collectors call at scrape time.
 	storageClasses atomic.Pointer[storagelisters.StorageClassLister]
@@ -169,7 +173,7 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 		t.conditionTypes[ct] = ct
 	}
 	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
-	w := &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re}
+	w := &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re, reach: newReachability(opts.Logger, time.Now)}
 	if opts.RESTConfig != nil {
 		var err error
 		if w.pods, err = newPodClient(opts.RESTConfig, t); err != nil {
