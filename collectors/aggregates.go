@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
@@ -41,7 +43,18 @@ type SLIs struct {
 	histogramLabels int
 	storageClasses  func() []string
 	pending         *prometheus.Desc
+
+	// podDims are the label sets of every pod in state, taken at most once
+	// per podDimsRefresh at podDimsAt: a pass over 100k pods' classes
+	// costs a scrape about 20 ms, which those of the pending pods and of
+	// the stored series, taken at every scrape, make up for meanwhile.
+	mu        sync.Mutex
+	podDims   map[dimKey][]string
+	podDimsAt time.Time
 }
+
+// podDimsRefresh is how often a scrape takes the label sets of every pod.
+const podDimsRefresh = time.Minute
 
 // SLIsOption configures NewSLIs.
 type SLIsOption func(*SLIs)
@@ -116,16 +129,35 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 	})
 	type key struct{ runtime, storage, userError string }
 	pending := map[key]int{}
+	now := time.Now()
+	c.mu.Lock()
+	var all *knownDims
+	if now.Sub(c.podDimsAt) >= podDimsRefresh {
+		all = newKnownDims(c.histogramLabels)
+	}
+	c.mu.Unlock()
 	c.store.Pods(func(_ types.UID, st *lifecycle.State, m *store.PodMeta) {
-		known.addPod(m)
+		if all != nil {
+			all.addPod(m)
+		}
 		if st.Pending() {
+			// A pending pod's timeout may come at any scrape.
+			known.addPod(m)
 			pending[key{m.RuntimeClass, m.StorageClass, boolLabel(st.UserError)}]++
 		}
 	})
+	c.mu.Lock()
+	if all != nil {
+		c.podDims, c.podDimsAt = all.seen, now
+	}
+	for k, h := range c.podDims {
+		known.seen[k] = h
+	}
+	c.mu.Unlock()
 	for k, n := range pending {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), k.runtime, k.storage, k.userError)
 	}
-	known.addStorageClasses(c.storageClasses())
+	known.storageClasses = c.storageClasses()
 	c.collectZeros(ch, known, exists)
 }
 
@@ -168,23 +200,18 @@ func seriesKey(family string, labels []string) string {
 // state or from a cache, so the series stay bounded by the classes in use.
 type knownDims struct {
 	histogramLabels int
-	runtimes        map[string]bool
-	storages        map[string]bool
-	histograms      map[string][]string
-	// last is the latest pod's label set: pods mostly share a few, so most
-	// pods cost a comparison, not three map writes.
-	last struct{ runtime, storage, histogram string }
+	// seen are the label sets of the pods and series: pods mostly share a
+	// few, so a pod costs one lookup.
+	seen map[dimKey][]string
+	// storageClasses are the cluster's, from the informers' cache.
+	storageClasses []string
 }
 
+// dimKey is one label set: the classes and the joined histogram labels.
+type dimKey struct{ runtime, storage, histogram string }
+
 func newKnownDims(histogramLabels int) *knownDims {
-	// "none" is the class of a pod without a runtimeClassName or a
-	// PVC-backed volume: always possible.
-	return &knownDims{
-		histogramLabels: histogramLabels,
-		runtimes:        map[string]bool{classNone: true},
-		storages:        map[string]bool{classNone: true},
-		histograms:      map[string][]string{},
-	}
+	return &knownDims{histogramLabels: histogramLabels, seen: map[dimKey][]string{}}
 }
 
 // classNone is informers.ClassNone, the class label of a pod without one.
@@ -214,36 +241,38 @@ func (k *knownDims) addPod(m *store.PodMeta) {
 }
 
 func (k *knownDims) add(runtime, storage string, histogram []string) {
-	h := strings.Join(histogram, "\xff")
-	if k.last.runtime == runtime && k.last.storage == storage && k.last.histogram == h {
-		return
+	key := dimKey{runtime, storage, ""}
+	switch len(histogram) {
+	case 0:
+	case 1:
+		key.histogram = histogram[0]
+	default:
+		key.histogram = strings.Join(histogram, "\xff")
 	}
-	k.last.runtime, k.last.storage, k.last.histogram = runtime, storage, h
-	k.runtimes[runtime], k.storages[storage] = true, true
-	if _, ok := k.histograms[h]; !ok && k.histogramLabels > 0 {
-		k.histograms[h] = slices.Clone(histogram)
-	}
-}
-
-func (k *knownDims) addStorageClasses(names []string) {
-	for _, n := range names {
-		k.storages[n] = true
+	if _, ok := k.seen[key]; !ok {
+		k.seen[key] = slices.Clone(histogram)
 	}
 }
 
 // each calls fn for every runtime class × storage class × histogram label
-// values. Without a pod or series to take histogram label values from, they
-// are empty, which is what a pod without those labels gets.
+// values known. Without a pod or series to take histogram label values
+// from, they are empty, which is what a pod without those labels gets.
 func (k *knownDims) each(fn func(runtime, storage string, histogram []string)) {
-	histograms := [][]string{make([]string, k.histogramLabels)}
-	if len(k.histograms) > 0 {
-		histograms = histograms[:0]
-		for _, h := range k.histograms {
-			histograms = append(histograms, h)
-		}
+	runtimes := map[string]bool{classNone: true}
+	storages := map[string]bool{classNone: true}
+	for _, sc := range k.storageClasses {
+		storages[sc] = true
 	}
-	for rc := range k.runtimes {
-		for sc := range k.storages {
+	histograms := map[string][]string{}
+	for key, h := range k.seen {
+		runtimes[key.runtime], storages[key.storage] = true, true
+		histograms[key.histogram] = h
+	}
+	if len(histograms) == 0 {
+		histograms[""] = make([]string, k.histogramLabels)
+	}
+	for rc := range runtimes {
+		for sc := range storages {
 			for _, h := range histograms {
 				fn(rc, sc, h)
 			}
