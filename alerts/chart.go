@@ -156,7 +156,7 @@ func (s *Spec) ChartRules(source string) (rules, alerts []byte) {
 func promRule(f RuleFile, name, toggle, source string) []byte {
 	var b bytes.Buffer
 	b.WriteString(chartHeader("./alerts", source))
-	fmt.Fprintf(&b, `{{- if .Values.monitoring.%s.enabled }}
+	fmt.Fprintf(&b, `{{- if and .Values.monitoring.%s.enabled (include "podslo.operatorAPI" (dict "root" . "kind" "PrometheusRule")) }}
 {{- $m := include "podslo.monitoring" . | fromYaml }}
 apiVersion: monitoring.coreos.com/v1
 kind: PrometheusRule

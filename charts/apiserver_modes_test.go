@@ -21,6 +21,9 @@ import (
 // restricted standards both refuse one.
 var privileged = map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}
 
+// baseline is the Pod Security level a root init container needs.
+var baseline = map[string]string{"pod-security.kubernetes.io/enforce": "baseline", "pod-security.kubernetes.io/warn": "baseline"}
+
 // testInstallModes applies every object of each install mode with
 // --dry-run=server, then the pods its workload would create, as
 // testServerSideApply does for the default install. The per-node mode's
@@ -35,6 +38,9 @@ func testInstallModes(t *testing.T, env *testenv.Env, a *applier) {
 		{"namespaced", namespacedMode, restricted},
 		{"sharded", shardedMode, restricted},
 		{"per node", perNodeMode, privileged},
+		// A PersistentVolume that ignores fsGroup: the root init container
+		// needs baseline, as exporter.volumePermissions says.
+		{"volume permissions", rendering{release: "podslo", namespace: "volume-permissions", args: []string{"--set", "exporter.volumePermissions.enabled=true"}}, baseline},
 	} {
 		t.Run(m.name, func(t *testing.T) {
 			objs := m.r.render(t)

@@ -243,7 +243,7 @@ func TestPerNodeMode(t *testing.T) {
 	assert.Contains(t, ep["relabelings"], map[string]any{"action": "replace", "sourceLabels": []any{"__meta_kubernetes_pod_node_name"}, "targetLabel": "node"})
 
 	t.Run("own path, no init container, namespaced", func(t *testing.T) {
-		objs := perNodeMode.render(t, "--set", "exporter.perNode.hostPath=/data/podslo,exporter.perNode.volumePermissions.enabled=false,exporter.rbac.namespaced=true",
+		objs := perNodeMode.render(t, "--set", "exporter.perNode.hostPath=/data/podslo,exporter.volumePermissions.enabled=false,exporter.rbac.namespaced=true",
 			"--set-json", `exporter.namespaces=["team-a"]`)
 		pod := into[appsv1.DaemonSet](t, objs.get(t, "DaemonSet", "podslo-exporter")).Spec.Template.Spec
 		assert.Empty(t, pod.InitContainers)

@@ -38,6 +38,9 @@ func helm(t testing.TB) string {
 type rendering struct {
 	release, namespace string
 	args               []string
+	// withoutOperator renders for a cluster without the Prometheus
+	// Operator's kinds; by default the cluster has them (withOperator).
+	withoutOperator bool
 }
 
 var (
@@ -50,7 +53,11 @@ var (
 // render renders r and decodes every object.
 func (r rendering) render(t testing.TB, extra ...string) objects {
 	t.Helper()
-	out, err := Template(helm(t), r.release, r.namespace, append(slices.Clone(r.args), extra...)...)
+	args := append(slices.Clone(r.args), extra...)
+	if !r.withoutOperator {
+		args = append(slices.Clone(withOperator), args...)
+	}
+	out, err := Template(helm(t), r.release, r.namespace, args...)
 	require.NoError(t, err)
 	return decode(t, out)
 }

@@ -84,7 +84,7 @@ func TestSandboxCollector(t *testing.T) {
 # HELP podslo_sandbox_recreations_total Sandboxes that became ready again after the first one was lost, e.g. after a node or VM crash.
 # TYPE podslo_sandbox_recreations_total counter
 podslo_sandbox_recreations_total{runtime_class="runc",storage_class="none",team="a"} 1
-`
+` + zeroLines("podslo_sandbox_recreations_total", `team="a"`, []string{"kata", "none", "runc"}, []string{"fast,slow", "none"}, "runc/none")
 	require.NoError(t, testutil.CollectAndCompare(NewSLIs(s, labels, discard), strings.NewReader(want),
 		"podslo_sandbox_creation_duration_seconds", "podslo_sandbox_recreations_total"))
 }
@@ -256,6 +256,12 @@ func TestSkippedCollector(t *testing.T) {
 # TYPE podslo_observations_skipped_total counter
 podslo_observations_skipped_total{reason="negative_duration",sli="sandbox_creation"} 1
 `
+	// Every other SLI and reason at 0.
+	for _, sk := range lifecycle.Skips() {
+		if sk != (lifecycle.Skip{SLI: lifecycle.SandboxCreation, Reason: lifecycle.NegativeDuration}) {
+			want += fmt.Sprintf("podslo_observations_skipped_total{reason=%q,sli=%q} 0\n", sk.Reason, sk.SLI)
+		}
+	}
 	require.NoError(t, testutil.CollectAndCompare(NewSkipped(s, discard), strings.NewReader(want)))
 }
 
@@ -413,6 +419,13 @@ podslo_sandbox_creation_timeouts_total{runtime_class="kata",storage_class="fast"
 # TYPE podslo_sandbox_creations_excluded_total counter
 podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata",storage_class="fast"} 1
 `
+	// Every other counter series of the known classes at 0.
+	classes := [][]string{{"kata", "none"}, {"fast", "none"}}
+	want += zeroLines("podslo_sandbox_creation_timeouts_total", "", classes[0], classes[1], "kata/fast") +
+		zeroLines("podslo_sandbox_creations_excluded_total", `reason="user_error"`, classes[0], classes[1], "kata/fast") +
+		header("podslo_sandbox_recreations_total") + zeroLines("podslo_sandbox_recreations_total", "", classes[0], classes[1], "") +
+		header("podslo_pod_terminations_over_grace_total") + zeroLines("podslo_pod_terminations_over_grace_total", "", classes[0], classes[1], "") +
+		header("podslo_pod_stable_transitions_total") + zeroLines("podslo_pod_stable_transitions_total", `to="false"`, classes[0], classes[1], "")
 	require.NoError(t, testutil.CollectAndCompare(NewSLIs(s, Labels{}, discard), strings.NewReader(want)))
 
 	pp := NewPerPod(s, Labels{})

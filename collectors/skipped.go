@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
@@ -36,10 +37,12 @@ func (c *Skipped) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
 
 // Collect implements prometheus.Collector.
 func (c *Skipped) Collect(ch chan<- prometheus.Metric) {
+	exists := map[string]bool{}
 	c.store.Aggregates(func(family string, labels []string, agg *store.Aggregate) {
 		if family != sli.FamilySkipped {
 			return
 		}
+		exists[seriesKey(family, labels)] = true
 		m, err := prometheus.NewConstMetricWithCreatedTimestamp(c.desc, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)
 		if err != nil {
 			c.log.Error("Dropping malformed series", "family", family, "labels", labels, "err", err)
@@ -47,6 +50,14 @@ func (c *Skipped) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- m
 	})
+	// Every SLI and reason starts at 0, so that increase() sees a first
+	// skip (issue 26): 35 series.
+	for _, sk := range lifecycle.Skips() {
+		labels := []string{sk.SLI.String(), sk.Reason.String()}
+		if !exists[seriesKey(sli.FamilySkipped, labels)] {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, 0, labels...)
+		}
+	}
 }
 
 func createdTime(agg *store.Aggregate) time.Time { return time.Unix(agg.Created, 0) }

@@ -495,12 +495,12 @@ func TestEndToEnd(t *testing.T) {
 		// Past the exporter's 5 min creation timeout, which is also the
 		// "Stuck pods" panel's threshold.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NotEmpty(c, p.query(c, `podslo_sandbox_creation_timeouts_total`))
-			assert.NotEmpty(c, p.query(c, `podslo_sandbox_creations_excluded_total`))
+			assert.NotEmpty(c, p.query(c, `podslo_sandbox_creation_timeouts_total > 0`))
+			assert.NotEmpty(c, p.query(c, `podslo_sandbox_creations_excluded_total > 0`))
 		}, 8*time.Minute, 5*time.Second, "the stuck pods never timed out")
 		// A stuck pod deleted at once has no termination to measure: a skip.
 		require.NoError(t, c.CoreV1().Pods("e2e").Delete(context.Background(), stuck.Items[1].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}))
-		require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NotEmpty(c, p.query(c, `podslo_observations_skipped_total`)) }, time.Minute, time.Second)
+		require.EventuallyWithT(t, func(c *assert.CollectT) { assert.NotEmpty(c, p.query(c, `podslo_observations_skipped_total > 0`)) }, time.Minute, time.Second)
 		// rate() needs two scrapes of the new counter.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.True(c, p.hasData(c, `rate(podslo_observations_skipped_total[1m])`, started))

@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
@@ -132,7 +130,7 @@ func TestFullDisk(t *testing.T) {
 		histogramText(name, `runtime_class="none",storage_class="none"`, 1, 2, 3, 5)
 	// Failed pods are retried every 30 s.
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		assert.NoError(ct, testutil.ScrapeAndCompare(second.url+"/metrics", strings.NewReader(want), name))
+		assert.NoError(ct, scrapeAndCompare(ct, second.url, want, name))
 	}, 90*time.Second, 200*time.Millisecond, "every observation once space returned")
 	v, err = value(second.url, "podslo_store_writable")
 	require.NoError(t, err)
@@ -143,12 +141,12 @@ func TestFullDisk(t *testing.T) {
 	wantExcluded := "# HELP " + excluded + " Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).\n# TYPE " + excluded + " counter\n" +
 		excluded + `{reason="user_error",runtime_class="none",storage_class="none"} 1` + "\n"
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		assert.NoError(ct, testutil.ScrapeAndCompare(second.url+"/metrics", strings.NewReader(wantExcluded), excluded, timeouts))
+		assert.NoError(ct, scrapeAndCompare(ct, second.url, wantExcluded, excluded, timeouts))
 	}, 60*time.Second, 200*time.Millisecond, "u past its timeout, excluded")
 
 	// Once, also after another restart.
 	second.kill(t)
 	third := startProcess(t, bin, args...)
-	require.NoError(t, testutil.ScrapeAndCompare(third.url+"/metrics", strings.NewReader(want), name))
-	require.NoError(t, testutil.ScrapeAndCompare(third.url+"/metrics", strings.NewReader(wantExcluded), excluded, timeouts))
+	require.NoError(t, scrapeAndCompare(t, third.url, want, name))
+	require.NoError(t, scrapeAndCompare(t, third.url, wantExcluded, excluded, timeouts))
 }

@@ -7,13 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -134,7 +132,7 @@ podslo_store_tracked_pods 3
 			p := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 			// Ready means every live pod was handled and state of deleted
 			// ones dropped: the result must be exact now, not eventually.
-			require.NoError(t, testutil.ScrapeAndCompare(p.url+"/metrics", strings.NewReader(want), names...))
+			require.NoError(t, scrapeAndCompare(t, p.url, want, names...))
 			perPod := scrapeText(t, p.url, "text/plain")
 			require.Contains(t, perPod, fmt.Sprintf(`uid=%q`, c2.UID))
 			require.NotContains(t, perPod, `pod="d"`, "a pod deleted while podslo was down has no series")
@@ -171,11 +169,11 @@ func TestRestartDuringTermination(t *testing.T) {
 	want := "# HELP " + name + " Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.\n# TYPE " + name + " histogram\n" +
 		histogramText(name, `runtime_class="none",storage_class="none"`, 3)
 	second := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	require.NoError(t, testutil.ScrapeAndCompare(second.url+"/metrics", strings.NewReader(want), name), "observed once after the restart")
+	require.NoError(t, scrapeAndCompare(t, second.url, want, name), "observed once after the restart")
 	second.kill(t)
 
 	third := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	require.NoError(t, testutil.ScrapeAndCompare(third.url+"/metrics", strings.NewReader(want), name), "not again after another")
+	require.NoError(t, scrapeAndCompare(t, third.url, want, name), "not again after another")
 	// The kubelet removes the pod: the termination was measured, so it did
 	// not vanish.
 	zero := int64(0)
@@ -183,7 +181,9 @@ func TestRestartDuringTermination(t *testing.T) {
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
 		assert.NotContains(c, scrapeText(c, third.url, "text/plain"), `pod="leaving"`)
 	}, 30*time.Second, 50*time.Millisecond)
-	require.NotContains(t, scrapeText(t, third.url, "text/plain"), `reason="vanished"`)
+	// The vanished skip's series is there at 0 (docs/metrics.md): it must
+	// stay there.
+	require.Regexp(t, `\npodslo_observations_skipped_total\{reason="vanished",sli="termination"\} 0\n`, scrapeText(t, third.url, "text/plain"))
 }
 
 // TestSIGTERMStopsCleanly: the exporter process exits 0 on SIGTERM,

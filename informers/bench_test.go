@@ -207,7 +207,7 @@ func BenchmarkMemoryPerPod(b *testing.B) {
 				dir := b.TempDir()
 				st := openBench(b, dir)
 				w, _ := benchWatcher(b, st)
-				pw := newPodWatch("")
+				pw := newPodWatch("", nil)
 				keys := pw.keys
 				before := heapInUse()
 				for i := range n {

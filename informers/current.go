@@ -25,6 +25,8 @@ const watchSettle = 2 * time.Second
 // is simply not seen yet.
 type currency struct {
 	now func() time.Time
+	// reach hears of every list and watch, failed or answered; nil: none.
+	reach *reachability
 
 	mu       sync.Mutex
 	open     bool
@@ -34,7 +36,9 @@ type currency struct {
 	listed, handled uint64
 }
 
-func newCurrency(now func() time.Time) *currency { return &currency{now: now} }
+func newCurrency(now func() time.Time, reach *reachability) *currency {
+	return &currency{now: now, reach: reach}
+}
 
 // Current reports whether the watch is open and has been long enough for
 // what it missed to be handled, with no list in progress.
@@ -92,6 +96,9 @@ func (c *currency) track(lw *cache.ListWatch) *cache.ListWatch {
 		obj, err := lw.ListWithContextFunc(ctx, o)
 		if err != nil {
 			c.setOpen(false)
+			c.reach.failed(err)
+		} else {
+			c.reach.answered()
 		}
 		return obj, err
 	}
@@ -103,8 +110,10 @@ func (c *currency) track(lw *cache.ListWatch) *cache.ListWatch {
 		w, err := lw.WatchFuncWithContext(ctx, o)
 		if err != nil {
 			c.setOpen(false)
+			c.reach.failed(err)
 			return nil, err
 		}
+		c.reach.answered()
 		c.setOpen(true)
 		return &trackedWatch{Interface: w, c: c}, nil
 	}

@@ -19,7 +19,7 @@ import (
 // the newest list handled.
 func TestCurrency(t *testing.T) {
 	now := time.Unix(1700000000, 0)
-	c := newCurrency(func() time.Time { return now })
+	c := newCurrency(func() time.Time { return now }, nil)
 	var watchErr error
 	lw := c.track(&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {

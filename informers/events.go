@@ -63,7 +63,7 @@ type eventWatch struct {
 // eventController returns the watch that feeds the FailedMount events of
 // namespace (all for metav1.NamespaceAll) through handleEvent.
 func (w *Watcher) eventController(namespace, selector string) *eventWatch {
-	ew := &eventWatch{keys: newPodKeys(), current: newCurrency(time.Now)}
+	ew := &eventWatch{keys: newPodKeys(), current: newCurrency(time.Now, w.reach)}
 	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{
 		KnownObjects:          ew.keys,
 		EmitDeltaTypeReplaced: true,

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"regexp"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,6 +18,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -104,6 +107,31 @@ type Watcher struct {
 	trim      *trimmer
 	classes   classResolver
 	userError *regexp.Regexp
+	// reach logs the API server's outages, as the pod and event watches
+	// see them.
+	reach *reachability
+	// storageClasses is the StorageClass lister once Start made it, for
+	// StorageClasses, which the collectors call at scrape time.
+	storageClasses atomic.Pointer[storagelisters.StorageClassLister]
+}
+
+// StorageClasses returns the names of the cluster's StorageClasses in the
+// watch's cache: nil before Start has made it. It never calls the API
+// server, so a scrape may call it.
+func (w *Watcher) StorageClasses() []string {
+	l := w.storageClasses.Load()
+	if l == nil {
+		return nil
+	}
+	all, err := (*l).List(everything)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(all))
+	for _, sc := range all {
+		names = append(names, sc.Name)
+	}
+	return names
 }
 
 // New returns a Watcher handing pods to h; Start runs it.
@@ -135,7 +163,7 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 		t.conditionTypes[ct] = ct
 	}
 	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
-	w := &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re}
+	w := &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re, reach: newReachability(opts.Logger, time.Now)}
 	if opts.RESTConfig != nil {
 		var err error
 		if w.pods, err = newPodClient(opts.RESTConfig, t); err != nil {
@@ -183,6 +211,8 @@ func (w *Watcher) Start(ctx context.Context) error {
 		return fmt.Errorf("watch storageclasses: %w", err)
 	}
 	w.classes = classResolver{pvcs: pvcListers, classes: classes.Lister()}
+	scLister := classes.Lister()
+	w.storageClasses.Store(&scLister)
 	if len(namespaces) == 1 && namespaces[0] == metav1.NamespaceAll {
 		w.classes.pvcs = pvcLister
 	}

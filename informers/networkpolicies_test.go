@@ -101,7 +101,7 @@ func TestPodLabelsHandler(t *testing.T) {
 	w, err := New(fake.NewClientset(), &recorder{}, Options{PodLabels: []string{"team"}, PodLabelsHandler: rec})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
-	pw := newPodWatch("")
+	pw := newPodWatch("", nil)
 	pod := w.trim.mustPod(full)
 	assert.Equal(t, full.Labels, pod.Labels)
 	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: pod})

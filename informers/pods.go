@@ -222,14 +222,14 @@ type podWatch struct {
 	ctrl      cache.Controller
 }
 
-func newPodWatch(namespace string) *podWatch {
-	return &podWatch{namespace: namespace, keys: newPodKeys(), current: newCurrency(time.Now)}
+func newPodWatch(namespace string, reach *reachability) *podWatch {
+	return &podWatch{namespace: namespace, keys: newPodKeys(), current: newCurrency(time.Now, reach)}
 }
 
 // podController returns the watch that feeds the pods of namespace (all
 // for metav1.NamespaceAll) through handlePod and deletePod.
 func (w *Watcher) podController(namespace string) *podWatch {
-	pw := newPodWatch(namespace)
+	pw := newPodWatch(namespace, w.reach)
 	var owns func(types.UID) bool
 	if w.opts.Scope.Sharded() {
 		owns = w.opts.Scope.OwnsUID
@@ -254,17 +254,18 @@ func (w *Watcher) controlPods(pw *podWatch, lw cache.ListerWatcher, obj runtime.
 	pw.ctrl = trackedController(fifo, pw.current, lw, obj, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
 }
 
-// trackedController is a bare controller over fifo whose lists queue a
+// trackedController is a bare controller over fifo, retrying after
+// reconnectBackoff, whose lists queue a
 // marker for cur, so that cur knows when the newest list was handled;
 // process gets every other delta. No resync: there is no cached object to
 // resync from, and the handlers retry what they could not record.
 func trackedController(fifo *cache.DeltaFIFO, cur *currency, lw cache.ListerWatcher, obj runtime.Object, what string, process func(cache.Delta)) cache.Controller {
-	return cache.New(&cache.Config{
-		Queue:             &markingQueue{DeltaFIFO: fifo, c: cur},
-		ListerWatcher:     lw,
-		ObjectType:        obj,
-		ObjectDescription: what,
-		Process: func(obj any, _ bool) error {
+	return &backoffController{
+		queue: &markingQueue{DeltaFIFO: fifo, c: cur},
+		lw:    lw,
+		obj:   obj,
+		what:  what,
+		process: func(obj any, _ bool) error {
 			for _, d := range obj.(cache.Deltas) {
 				if n, ok := listMarker(d.Object); ok {
 					if d.Type != cache.Deleted {
@@ -276,7 +277,7 @@ func trackedController(fifo *cache.DeltaFIFO, cur *currency, lw cache.ListerWatc
 			}
 			return nil
 		},
-	})
+	}
 }
 
 func (w *Watcher) processPodDelta(pw *podWatch, d cache.Delta) {

@@ -42,7 +42,7 @@ func TestWatchHandsOnPodsAndDeletions(t *testing.T) {
 	w, err := New(fake.NewClientset(), rec, Options{})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
-	pw := newPodWatch("")
+	pw := newPodWatch("", nil)
 	keys := pw.keys
 	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: podNamed("web", "old")})
 	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: podNamed("db", "d1")})

@@ -39,7 +39,7 @@ func TestPodListWatchKeepsOnlyItsShard(t *testing.T) {
 			_, err := client.CoreV1().Pods("ns").Create(context.Background(), p, metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
-		lw := podListWatch(client, "ns", "", sc.OwnsUID, newCurrency(time.Now))
+		lw := podListWatch(client, "ns", "", sc.OwnsUID, newCurrency(time.Now, nil))
 		obj, err := lw.List(metav1.ListOptions{})
 		require.NoError(t, err)
 		for _, p := range obj.(*corev1.PodList).Items {
@@ -100,7 +100,7 @@ func TestPodListOfDecodedPodsKeepsOnlyItsShard(t *testing.T) {
 			return l, nil
 		}
 		noWatch := func(context.Context, metav1.ListOptions) (watch.Interface, error) { return watch.NewEmptyWatch(), nil }
-		lw := filteredPodListWatch(newCurrency(time.Now), nil, "", sc.OwnsUID, list, noWatch)
+		lw := filteredPodListWatch(newCurrency(time.Now, nil), nil, "", sc.OwnsUID, list, noWatch)
 		obj, err := lw.List(metav1.ListOptions{})
 		require.NoError(t, err)
 		l := obj.(*podList)

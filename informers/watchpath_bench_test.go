@@ -212,7 +212,7 @@ func BenchmarkWatchPath(b *testing.B) {
 			w.handler = h
 			body := &replay{frames: frames, ends: ends, n: b.N, start: make(chan struct{}), closed: make(chan struct{})}
 			b.Cleanup(func() { _ = body.Close() })
-			pw := newPodWatch("")
+			pw := newPodWatch("", nil)
 			if path == "exporter" {
 				codecs := podCodecs{base: scheme.Codecs.WithoutConversion(), t: w.trim}
 				l := &podList{ListMeta: listed.ListMeta}

@@ -36,6 +36,10 @@ type AggregateSpec struct {
 	// empty for none; LabelValue reads its value from the observation.
 	Label      string
 	LabelValue func(lifecycle.Observation) string
+	// LabelDomain lists every value LabelValue returns. A counter with a
+	// Label needs it: its series are created at 0 for each value before
+	// the first observation, so that increase() sees the first one.
+	LabelDomain []string
 
 	family *MetricFamily
 }
@@ -78,7 +82,7 @@ var Table = []SLI{
 				Kind: lifecycle.SandboxExcluded, Store: "sandbox_creations_excluded",
 				Name: "podslo_sandbox_creations_excluded_total", Type: Counter, Stability: Alpha,
 				Help:  "Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).",
-				Label: "reason", LabelValue: func(lifecycle.Observation) string { return "user_error" },
+				Label: "reason", LabelValue: func(lifecycle.Observation) string { return "user_error" }, LabelDomain: []string{"user_error"},
 			},
 		},
 		PerPod: []*PodSeries{
@@ -168,7 +172,7 @@ var Table = []SLI{
 				Kind: lifecycle.StabilityLost, Store: "stable_transitions",
 				Name: "podslo_pod_stable_transitions_total", Type: Counter, Stability: Alpha,
 				Help:  "Stable condition transitions by target status; to=\"false\" counts the times a stable pod lost stability (Ready dropped or a container restarted).",
-				Label: "to", LabelValue: func(lifecycle.Observation) string { return "false" },
+				Label: "to", LabelValue: func(lifecycle.Observation) string { return "false" }, LabelDomain: []string{"false"},
 			},
 		},
 		PerPod: []*PodSeries{
@@ -221,6 +225,8 @@ func derive(t []SLI) (*derived, error) {
 				return nil, fmt.Errorf("sli table: %s: no stability level", a.Name)
 			case (a.Label == "") != (a.LabelValue == nil):
 				return nil, fmt.Errorf("sli table: %s: Label and LabelValue go together", a.Name)
+			case a.Type == Counter && a.Label != "" && len(a.LabelDomain) == 0:
+				return nil, fmt.Errorf("sli table: %s: a counter with a Label lists its LabelDomain", a.Name)
 			case a.Store == "" || stores[a.Store]:
 				return nil, fmt.Errorf("sli table: %s: store family %q is empty or used twice", a.Name, a.Store)
 			case names[a.Name]:

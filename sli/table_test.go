@@ -86,6 +86,10 @@ func TestDeriveRejects(t *testing.T) {
 			[]SLI{{Aggregates: []*AggregateSpec{{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha, Label: "reason"}}}},
 			"podslo_a: Label and LabelValue go together",
 		},
+		"counter label without its values": {
+			[]SLI{{Aggregates: []*AggregateSpec{{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha, Label: "reason", LabelValue: func(lifecycle.Observation) string { return "r" }}}}},
+			"podslo_a: a counter with a Label lists its LabelDomain",
+		},
 		"store family twice": {
 			[]SLI{{Aggregates: []*AggregateSpec{
 				{Store: "a", Name: "podslo_a", Type: Counter, Stability: Alpha},

@@ -253,6 +253,23 @@ func (s *supervisor) instances() []instance {
 	return insts
 }
 
+// firstLog is the time of the first line holding msg, at or after after,
+// in the logs of every exporter process; zero if there is none.
+func (s *supervisor) firstLog(after time.Time, msg string) time.Time {
+	s.mu.Lock()
+	n := len(s.insts)
+	s.mu.Unlock()
+	var first time.Time
+	for i := 1; i <= n; i++ {
+		for _, line := range grepLog(filepath.Join(s.logDir, fmt.Sprintf("exporter-%03d.log", i)), msg) {
+			if at, ok := logTime(line); ok && !at.Before(after) && (first.IsZero() || at.Before(first)) {
+				first = at
+			}
+		}
+	}
+	return first
+}
+
 // heldChecks reads from an exporter's log when its timeout check held
 // (pipeline.CheckTimeouts logs each change): the oracle must not expect a
 // timeout counted then, nor allow one.

@@ -300,8 +300,13 @@ func (f *faults) outage(ctx context.Context) error {
 		}
 		f.rec.view(func(*history) { rec.LivePods++ })
 	}
+	// When the exporter said so: it must not be silent while it watches
+	// nothing (issue 26).
+	rec.Unreachable = f.sup.firstLog(rec.Stop, "API server unreachable")
+	rec.Reachable = f.sup.firstLog(rec.Stop, "API server reachable again")
 	f.log.Info("The exporter watches pods again", "afterAPI", rec.WatchBack.Sub(rec.APIReady).Round(time.Millisecond),
-		"replaced", len(replaced), "staleWatch", rec.StaleWatch, "eventsAtReturn", rec.EventsAtReturn, "livePods", rec.LivePods)
+		"replaced", len(replaced), "staleWatch", rec.StaleWatch, "eventsAtReturn", rec.EventsAtReturn, "livePods", rec.LivePods,
+		"unreachableLogged", !rec.Unreachable.IsZero(), "reachableLogged", !rec.Reachable.IsZero())
 	f.mu.Lock()
 	f.Outages = append(f.Outages, rec)
 	f.mu.Unlock()

@@ -310,8 +310,10 @@ func (r *Results) markdown() string {
 	if f := r.Faults; f != nil {
 		fmt.Fprintf(&b, "- Faults: %d kills survived", len(f.Kills))
 		for _, out := range f.Outages {
-			fmt.Fprintf(&b, "; kube-apiserver down %.0f s (a watch from before the stop: %s; the exporter handled pod events again %.1f s after the API server's return, %.0f of them in its first 5 s for %d pods)",
-				out.APIReady.Sub(out.Stop).Seconds(), out.StaleWatch, out.WatchBack.Sub(out.APIReady).Seconds(), out.EventsAtReturn, out.LivePods)
+			fmt.Fprintf(&b, "; kube-apiserver down %.0f s (a watch from before the stop: %s; the exporter handled pod events again %.1f s after the API server's return, %.0f of them in its first 5 s for %d pods; %s, %s)",
+				out.APIReady.Sub(out.Stop).Seconds(), out.StaleWatch, out.WatchBack.Sub(out.APIReady).Seconds(), out.EventsAtReturn, out.LivePods,
+				loggedAt("it logged the API server unreachable", out.Unreachable, out.Stop, "the stop"),
+				loggedAt("reachable again", out.Reachable, out.APIReady, "its return"))
 		}
 		fmt.Fprintf(&b, "; %d etcd compactions", len(f.Compactions))
 		for _, d := range f.DiskFull {
@@ -381,4 +383,12 @@ func head(s []string, n int) []string {
 		return s
 	}
 	return append(slices.Clone(s[:n]), fmt.Sprintf("… and %d more", len(s)-n))
+}
+
+// loggedAt says when a log line came, relative to a moment of the run.
+func loggedAt(what string, at, from time.Time, fromName string) string {
+	if at.IsZero() {
+		return what + ": never"
+	}
+	return fmt.Sprintf("%s %.1f s after %s", what, at.Sub(from).Seconds(), fromName)
 }

@@ -211,6 +211,11 @@ type outageRecord struct {
 	// many pods existed then: a relist handles every pod again.
 	EventsAtReturn float64 `json:"eventsAtReturn"`
 	LivePods       int     `json:"livePods"`
+	// Unreachable and Reachable are the times of the exporter's first
+	// "API server unreachable" and "API server reachable again" log lines
+	// after the stop; zero if it logged none.
+	Unreachable time.Time `json:"unreachable"`
+	Reachable   time.Time `json:"reachable"`
 }
 
 // buildTimeline derives what the exporter could see from its processes and

@@ -102,7 +102,11 @@ func run(t testing.TB, chartDir string, args ...string) ([]byte, error) {
 	// The agent is off by default, which leaves out its alerts; the mixin's
 	// tests compare the whole rule set, so they render with it on (args
 	// may turn it off again).
-	cmd := exec.Command(Helm(t), append([]string{"template", "podslo", chartDir, "--namespace", "monitoring", "--set", "agent.enabled=true"}, args...)...)
+	// The cluster serves the Prometheus Operator's kinds, without which
+	// the chart leaves out the PrometheusRules (prometheusOperator: auto).
+	cmd := exec.Command(Helm(t), append([]string{"template", "podslo", chartDir, "--namespace", "monitoring", "--set", "agent.enabled=true",
+		"--api-versions", "monitoring.coreos.com/v1/ServiceMonitor", "--api-versions", "monitoring.coreos.com/v1/PodMonitor",
+		"--api-versions", "monitoring.coreos.com/v1/PrometheusRule"}, args...)...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

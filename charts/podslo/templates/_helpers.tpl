@@ -396,3 +396,18 @@ contradict each other (docs/scaling.md).
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{- /*
+podslo.operatorAPI is "true" when the chart renders the Prometheus
+Operator's kind .kind (ServiceMonitor, PodMonitor, PrometheusRule) of
+monitoring.coreos.com/v1: with prometheusOperator "auto", only when the
+cluster serves it, so that an install without the operator's CRDs does not
+fail with `no matches for kind`. Each object's own setting still has to
+enable it. Call with (dict "root" $ "kind" "ServiceMonitor").
+*/}}
+{{- define "podslo.operatorAPI" -}}
+{{- $mode := toString .root.Values.prometheusOperator -}}
+{{- if or (eq $mode "true") (and (eq $mode "auto") (.root.Capabilities.APIVersions.Has (printf "monitoring.coreos.com/v1/%s" .kind))) -}}
+true
+{{- end -}}
+{{- end -}}

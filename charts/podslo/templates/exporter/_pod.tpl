@@ -37,18 +37,21 @@ spec:
     # fsGroup does not apply to a hostPath: the init container below
     # gives the state directory to the exporter's user.
     {{- else }}
-    # The state volume is writable by the exporter's group.
+    # The state volume is writable by the exporter's group, on the volumes
+    # that apply fsGroup (exporter.volumePermissions for the others).
     fsGroup: 65532
     {{- end }}
     seccompProfile:
       type: RuntimeDefault
-  {{- if and (eq $mode "perNode") .Values.exporter.perNode.volumePermissions.enabled }}
-  {{- $image := .Values.exporter.perNode.volumePermissions.image }}
+  {{- $permissions := toString .Values.exporter.volumePermissions.enabled }}
+  {{- if or (eq $permissions "true") (and (eq $permissions "auto") (eq $mode "perNode")) }}
+  {{- $image := .Values.exporter.volumePermissions.image }}
   initContainers:
     # The kubelet creates a missing hostPath directory as root, mode 0755,
-    # and a hostPath ignores fsGroup: this gives the directory (not its
-    # contents, which the exporter creates itself) to uid 65532, and keeps
-    # other users of the node out of it. Root only for chown and chmod.
+    # and a hostPath, like some PersistentVolumes (local, some NFS),
+    # ignores fsGroup: this gives the directory (not its contents, which
+    # the exporter creates itself) to uid 65532, and keeps other users of
+    # the node out of it. Root only for chown and chmod.
     - name: state-permissions
       image: {{ ternary (printf "%s@%s" $image.repository $image.digest) (printf "%s:%s" $image.repository $image.tag) (ne $image.digest "") }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
