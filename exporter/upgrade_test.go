@@ -108,7 +108,7 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	// A deletion requested before the upgrade, its sandbox gone after it:
 	// the request time lives only in the previous release's record.
 	applied := func(url string) float64 {
-		return sliValue(t, url, "podslo_store_operations_total", map[string]string{"operation": "apply", "result": "success"})
+		return counterValue(t, url, "podslo_store_operations_total", map[string]string{"operation": "apply", "result": "success"})
 	}
 	before := applied(prev.url)
 	requested := deleteWithGrace(t, c, leaving, 30)
@@ -145,8 +145,8 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	check := func(url string) {
 		t.Helper()
 		require.NoError(t, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(want), creation, termination))
-		assert.Equal(t, 1.0, sliValue(t, url, "podslo_sandbox_recreations_total", map[string]string{"runtime_class": "none"}))
-		assert.Equal(t, 1.0, sliValue(t, url, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}), "the skip is not counted again")
+		assert.Equal(t, 1.0, counterValue(t, url, "podslo_sandbox_recreations_total", map[string]string{"runtime_class": "none"}))
+		assert.Equal(t, 1.0, counterValue(t, url, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}), "the skip is not counted again")
 	}
 	check(next.url)
 
@@ -163,18 +163,4 @@ func hasLabel(m *dto.Metric, name string) bool {
 		}
 	}
 	return false
-}
-
-// sliValue is the value of the first counter or gauge series of family
-// with the given labels, or -1 if there is none.
-func sliValue(t require.TestingT, url, family string, labels map[string]string) float64 {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
-	require.NoError(t, err)
-	for _, m := range fams[family].GetMetric() {
-		if hasLabels(m, labels) {
-			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return -1
 }
