@@ -81,6 +81,20 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 		assert.NotContains(t, out.Skips, Skip{StartupPhase, TooOld})
 	})
 
+	t.Run("as the real kubelet writes it: Ready keeps its first time, the container restarts after", func(t *testing.T) {
+		// e2e/realnode/testdata: Ready and ContainersReady stay True at
+		// 35 s, the sandbox goes False and True again at 37 s, and the
+		// container restarts at 37 s with its last state started at 3 s.
+		p := pod(corev1.ConditionTrue, 37*time.Second, 3*time.Second)
+		p.ContainersStarted = unixAt(37 * time.Second)
+		p.Conditions = append(p.Conditions, Condition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: unixAt(35 * time.Second)})
+		_, out := Step(now, p, State{}, cfg)
+		assert.Equal(t, []Observation{scheduling}, out.Observations)
+		assert.Contains(t, out.Skips, Skip{Readiness, RecreatedBeforeSeen})
+		assert.NotContains(t, out.Skips, Skip{Readiness, NegativeDuration})
+		assert.NotContains(t, out.Skips, Skip{StartupPhase, NegativeDuration})
+	})
+
 	t.Run("containers that started with the first sandbox are no evidence", func(t *testing.T) {
 		// Same second as the readiness: second precision cannot order
 		// them, and a first start always looks like this.

@@ -188,6 +188,14 @@ func (c *stepper) startupUnseen(t int64) (Reason, bool) {
 // podslo could not see), and o is observed with the duration as its
 // Seconds. The caller makes sure it runs once per pod, and keep says how.
 func (c *stepper) measure(sli SLI, start, end int64, unseen func(int64) (Reason, bool), keep func(seconds int64), o Observation) {
+	if r, skip := unseen(end); skip && r == RecreatedBeforeSeen {
+		// A start-up podslo could not see at all: its times belong to
+		// different sandboxes (the real kubelet keeps Ready's first time
+		// while the containers restart in a new sandbox), so even their
+		// order means nothing, and nothing is kept.
+		c.skipOnce(Skip{sli, r})
+		return
+	}
 	if end < start {
 		c.skipOnce(Skip{sli, NegativeDuration})
 		return
