@@ -2,7 +2,9 @@
 // image of the real-node tests, built offline: it waits for SIGTERM or
 // SIGINT and exits 0, as the pause container does. With the argument
 // "apiserver" it instead asks the API server for /version through the
-// kubernetes Service, and exits 0 once it answered.
+// kubernetes Service, and exits 0 once it answered. With the argument
+// "ignore-term" it ignores SIGTERM, so that only the kubelet's SIGKILL at
+// the end of the grace period ends it.
 package main
 
 import (
@@ -24,6 +26,13 @@ func main() {
 	// As PID 1 of its namespace, it gets only the signals it handles.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	if len(os.Args) > 1 && os.Args[1] == "ignore-term" {
+		// Handled, not ignored: waiting on the channel keeps the Go
+		// runtime from taking an idle main for a deadlock.
+		for s := range stop {
+			fmt.Println("ignoring", s)
+		}
+	}
 	<-stop
 }
 
