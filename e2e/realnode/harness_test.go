@@ -119,8 +119,10 @@ type podTruth struct {
 	// The first deletion request seen (deletionTimestamp minus the grace
 	// period), and the current deletionTimestamp.
 	requested, deadline time.Time
-	// sandboxGone is the first sandbox False at or after the request.
-	sandboxGone time.Time
+	// sandboxGone is the first sandbox False at or after the request, and
+	// goneDeadline the deletionTimestamp of that update: the kubelet's
+	// final delete (grace 0) moves deletionTimestamp later.
+	sandboxGone, goneDeadline time.Time
 	// killed is set when a container ended with the kubelet's SIGKILL
 	// (exit code 137, not OOMKilled); finished is when it ended.
 	killed   bool
@@ -173,7 +175,7 @@ func (tr *truth) observe(obj any, deleted bool) {
 			}
 		case c.Type == sandboxCondition && c.Status == corev1.ConditionFalse:
 			if !p.requested.IsZero() && p.sandboxGone.IsZero() && !c.LastTransitionTime.Time.Before(p.requested) {
-				p.sandboxGone = c.LastTransitionTime.Time
+				p.sandboxGone, p.goneDeadline = c.LastTransitionTime.Time, p.deadline
 			}
 		}
 	}
