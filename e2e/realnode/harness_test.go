@@ -191,10 +191,15 @@ func (tr *truth) observe(obj any, deleted bool) {
 	}
 }
 
+// get is what the watch saw of a pod so far; nothing before it saw the
+// pod's creation.
 func (tr *truth) get(uid types.UID) podTruth {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return *tr.pods[uid]
+	if p := tr.pods[uid]; p != nil {
+		return *p
+	}
+	return podTruth{}
 }
 
 // creations is, per runtime class, the number of first sandboxes and the
