@@ -20,9 +20,12 @@ func TestTerminationsOnARealNode(t *testing.T) {
 	url := s.startExporter(t.TempDir())
 	uids := map[string]types.UID{
 		"prompt":    s.createPod("prompt").UID,
-		"killed":    s.createPod("killed", ignoringSIGTERM(2)).UID,
 		"shortened": s.createPod("shortened", ignoringSIGTERM(10)).UID,
 		"forced":    s.createPod("forced").UID,
+	}
+	killed := []string{"killed-0", "killed-1", "killed-2"}
+	for _, name := range killed {
+		uids[name] = s.createPod(name, ignoringSIGTERM(2)).UID
 	}
 	var all []types.UID
 	for _, uid := range uids {
@@ -30,8 +33,21 @@ func TestTerminationsOnARealNode(t *testing.T) {
 	}
 	s.waitRunning(all...)
 
+	// A pod that ignores SIGTERM is killed, and its sandbox goes, in the
+	// second of its deletionTimestamp when the kubelet kills it less than a
+	// second late counting from the second's start: the case one-second
+	// condition times cannot put after deletionTimestamp (defect 2). The
+	// kubelet's delay varies (0.1 s to over 1 s on a busy machine), so the
+	// pods are deleted early, a third and two thirds into a second.
+	for i, name := range killed {
+		from := time.Duration(i) * time.Second / 3
+		require.Eventually(t, func() bool {
+			ns := time.Duration(time.Now().Nanosecond())
+			return ns >= from && ns < from+50*time.Millisecond
+		}, 2*time.Second, time.Millisecond)
+		s.deletePod(name, 2)
+	}
 	s.deletePod("prompt", 30)
-	s.deletePod("killed", 2)
 	s.deletePod("shortened", 10)
 	s.deletePod("forced", 0)
 	// The second delete must fall in a later second than the first, or
@@ -75,12 +91,19 @@ func TestTerminationsOnARealNode(t *testing.T) {
 		}
 	}
 	// What the pods were built to do.
-	assert.Equal(t, 3, count, "terminations the watch saw")
+	assert.Equal(t, len(uids)-1, count, "terminations the watch saw")
 	assert.Equal(t, 1, vanished, "the force-deleted pod shows no sandbox False")
-	assert.Equal(t, 2, overGrace, "pods SIGKILLed at the end of their grace")
-	for _, name := range []string{"killed", "shortened"} {
-		assert.True(t, s.tr.get(uids[name]).killed, "%s: no exit code 137", name)
+	assert.Equal(t, len(killed)+1, overGrace, "pods SIGKILLed at the end of their grace")
+	sameSecond := 0
+	for _, name := range append(killed, "shortened") {
+		p := s.tr.get(uids[name])
+		assert.True(t, p.killed, "%s: no exit code 137", name)
+		if p.sandboxGone.Equal(p.goneDeadline) {
+			sameSecond++
+		}
 	}
+	t.Logf("SIGKILLed pods whose sandbox went in their deletionTimestamp's second: %d of %d", sameSecond, len(killed))
+	assert.NotZero(t, sameSecond, "no SIGKILLed pod's sandbox went in its deletionTimestamp's second (the kubelet killed each over a second late): defect 2's case did not occur")
 
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 		fams := scrape(ct, url)
@@ -91,7 +114,7 @@ func TestTerminationsOnARealNode(t *testing.T) {
 		skipped := counterBy(fams["podslo_observations_skipped_total"], "sli", "reason")
 		assert.Equal(ct, map[string]float64{"termination,vanished": float64(vanished)}, only(skipped, "termination,"))
 	}, 30*time.Second, 100*time.Millisecond, "podslo's terminations differ from the pods'")
-	t.Logf("terminations: podslo = truth: count %d, sum %v s, over grace %d, vanished %d; test body done after %v",
+	t.Logf("terminations, the truth: count %d, sum %v s, over grace %d, vanished %d; test body done after %v",
 		count, sum, overGrace, vanished, time.Since(began).Round(time.Millisecond))
 }
 
