@@ -344,6 +344,15 @@ func ignoringSIGTERM(grace int64) podOption {
 	}
 }
 
+// withPreStop gives the container a preStop exec hook that takes d.
+func withPreStop(d time.Duration) podOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
+			Exec: &corev1.ExecAction{Command: []string{"/pause", "sleep", d.String()}},
+		}}
+	}
+}
+
 // createPod creates a pod of the sleeper image.
 func (s *suite) createPod(name string, opts ...podOption) *corev1.Pod {
 	s.t.Helper()

@@ -11,7 +11,7 @@ import (
 
 // TestTerminationsOnARealNode deletes pods the ways a cluster does and
 // compares podslo's termination SLI with what the pods show: a container
-// that exits on SIGTERM, one that ignores it and is SIGKILLed by the
+// that exits on SIGTERM, one whose preStop hook takes 2 s, one that ignores it and is SIGKILLed by the
 // kubelet at the end of a short grace (issue 26, defect 2), one deleted a
 // second time with a shorter grace, and a force deletion.
 func TestTerminationsOnARealNode(t *testing.T) {
@@ -20,6 +20,7 @@ func TestTerminationsOnARealNode(t *testing.T) {
 	url := s.startExporter(t.TempDir())
 	uids := map[string]types.UID{
 		"prompt":    s.createPod("prompt").UID,
+		"prestop":   s.createPod("prestop", withPreStop(2*time.Second)).UID,
 		"shortened": s.createPod("shortened", ignoringSIGTERM(10)).UID,
 		"forced":    s.createPod("forced").UID,
 	}
@@ -48,6 +49,7 @@ func TestTerminationsOnARealNode(t *testing.T) {
 		s.deletePod(name, 2)
 	}
 	s.deletePod("prompt", 30)
+	s.deletePod("prestop", 30)
 	s.deletePod("shortened", 10)
 	s.deletePod("forced", 0)
 	// The second delete must fall in a later second than the first, or
@@ -93,6 +95,8 @@ func TestTerminationsOnARealNode(t *testing.T) {
 	// What the pods were built to do.
 	assert.Equal(t, len(uids)-1, count, "terminations the watch saw")
 	assert.Equal(t, 1, vanished, "the force-deleted pod shows no sandbox False")
+	prestop := s.tr.get(uids["prestop"])
+	assert.GreaterOrEqual(t, prestop.sandboxGone.Sub(prestop.requested), time.Second, "the preStop hook did not delay the termination")
 	assert.Equal(t, len(killed)+1, overGrace, "pods SIGKILLed at the end of their grace")
 	sameSecond := 0
 	for _, name := range append(killed, "shortened") {
