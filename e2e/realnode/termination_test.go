@@ -1,6 +1,7 @@
 package realnode_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -24,31 +25,67 @@ func TestTerminationsOnARealNode(t *testing.T) {
 		"shortened": s.createPod("shortened", ignoringSIGTERM(10)).UID,
 		"forced":    s.createPod("forced").UID,
 	}
-	killed := []string{"killed-0", "killed-1", "killed-2"}
-	for _, name := range killed {
-		uids[name] = s.createPod(name, ignoringSIGTERM(2)).UID
+	var killed []string
+	killBatch := func(batch int) []string {
+		var names []string
+		for i := range 3 {
+			name := fmt.Sprintf("killed-%d-%d", batch, i)
+			uids[name] = s.createPod(name, ignoringSIGTERM(2)).UID
+			names = append(names, name)
+		}
+		killed = append(killed, names...)
+		return names
 	}
-	var all []types.UID
-	for _, uid := range uids {
-		all = append(all, uid)
-	}
-	s.waitRunning(all...)
-
 	// A pod that ignores SIGTERM is killed, and its sandbox goes, in the
 	// second of its deletionTimestamp when the kubelet kills it before that
 	// second ends: the case one-second condition times cannot put after
-	// deletionTimestamp (defect 2). The kubelet's SIGKILL came 2.0 to 3.9 s
-	// after the request in these runs, so three pods are deleted at the
-	// start, a third and two thirds into a second: at least one has been
-	// killed within its deletionTimestamp's second in every run so far.
-	for i, name := range killed {
-		from := time.Duration(i) * time.Second / 3
-		require.Eventually(t, func() bool {
-			ns := time.Duration(time.Now().Nanosecond())
-			return ns >= from && ns < from+50*time.Millisecond
-		}, 2*time.Second, time.Millisecond)
-		s.deletePod(name, 2)
+	// deletionTimestamp (defect 2). The kubelet's SIGKILL came 2 to 4 s
+	// after the request, varying from pod to pod, and between none and
+	// three of three pods deleted at the start, a third and two thirds into
+	// a second met that case. So batches of three are deleted until one did.
+	deleteBatch := func(names []string) {
+		for i, name := range names {
+			from := time.Duration(i) * time.Second / time.Duration(len(names))
+			require.Eventually(t, func() bool {
+				ns := time.Duration(time.Now().Nanosecond())
+				return ns >= from && ns < from+50*time.Millisecond
+			}, 2*time.Second, time.Millisecond)
+			s.deletePod(name, 2)
+		}
 	}
+	waitRemoved := func(names ...string) {
+		if !assertEventually(t, func() bool {
+			for _, name := range names {
+				if !s.tr.get(uids[name]).deleted {
+					return false
+				}
+			}
+			return true
+		}, time.Minute) {
+			t.Fatalf("not every pod of %v was removed", names)
+		}
+	}
+	sameSecond := func() (n int) {
+		for _, name := range killed {
+			if p := s.tr.get(uids[name]); !p.sandboxGone.IsZero() && p.sandboxGone.Equal(p.goneDeadline) {
+				n++
+			}
+		}
+		return n
+	}
+
+	batch := killBatch(0)
+	var all []string
+	for name := range uids {
+		all = append(all, name)
+	}
+	var allUIDs []types.UID
+	for _, uid := range uids {
+		allUIDs = append(allUIDs, uid)
+	}
+	s.waitRunning(allUIDs...)
+
+	deleteBatch(batch)
 	s.deletePod("prompt", 30)
 	s.deletePod("prestop", 30)
 	s.deletePod("shortened", 10)
@@ -59,17 +96,17 @@ func TestTerminationsOnARealNode(t *testing.T) {
 	require.Eventually(t, func() bool { return !s.tr.get(uids["shortened"]).requested.IsZero() }, 10*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return time.Now().After(first.Add(1500 * time.Millisecond)) }, 3*time.Second, 10*time.Millisecond)
 	s.deletePod("shortened", 2)
-
 	// The kubelet removes each pod once its sandbox is gone.
-	if !assertEventually(t, func() bool {
-		for _, uid := range all {
-			if !s.tr.get(uid).deleted {
-				return false
-			}
+	waitRemoved(all...)
+	for b := 1; b < 5 && sameSecond() == 0; b++ {
+		batch := killBatch(b)
+		var batchUIDs []types.UID
+		for _, name := range batch {
+			batchUIDs = append(batchUIDs, uids[name])
 		}
-		return true
-	}, time.Minute) {
-		t.Fatalf("not every pod was removed")
+		s.waitRunning(batchUIDs...)
+		deleteBatch(batch)
+		waitRemoved(batch...)
 	}
 
 	// The truth: the termination of each pod whose sandbox False the watch
@@ -99,16 +136,11 @@ func TestTerminationsOnARealNode(t *testing.T) {
 	prestop := s.tr.get(uids["prestop"])
 	assert.GreaterOrEqual(t, prestop.sandboxGone.Sub(prestop.requested), time.Second, "the preStop hook did not delay the termination")
 	assert.Equal(t, len(killed)+1, overGrace, "pods SIGKILLed at the end of their grace")
-	sameSecond := 0
 	for _, name := range append(killed, "shortened") {
-		p := s.tr.get(uids[name])
-		assert.True(t, p.killed, "%s: no exit code 137", name)
-		if p.sandboxGone.Equal(p.goneDeadline) {
-			sameSecond++
-		}
+		assert.True(t, s.tr.get(uids[name]).killed, "%s: no exit code 137", name)
 	}
-	t.Logf("SIGKILLed pods whose sandbox went in their deletionTimestamp's second: %d of %d", sameSecond, len(killed))
-	assert.NotZero(t, sameSecond, "no SIGKILLed pod's sandbox went in its deletionTimestamp's second (the kubelet killed each over a second late): defect 2's case did not occur")
+	t.Logf("SIGKILLed pods whose sandbox went in their deletionTimestamp's second: %d of %d", sameSecond(), len(killed))
+	require.NotZero(t, sameSecond(), "no SIGKILLed pod's sandbox went in its deletionTimestamp's second (the kubelet killed each over a second late): defect 2's case did not occur")
 
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 		fams := scrape(ct, url)
