@@ -76,7 +76,7 @@ func TestFullDisk(t *testing.T) {
 	// One pod observed before the disk fills: it must not count again.
 	z := testenv.CreatePod(t, c, ns, podSpec{name: "z", team: "a"}.pod())
 	kubelet(t, c, z, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
-	eventuallyValue(t, first.url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "z"}, 5)
+	eventuallyValue(t, first.URL, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "z"}, 5)
 	// A pod stuck for its own missing ConfigMap, recorded before the disk
 	// fills; its FailedMount event comes while it is full.
 	u := testenv.CreatePod(t, c, ns, podSpec{name: "u", team: "a"}.pod())
@@ -89,7 +89,7 @@ func TestFullDisk(t *testing.T) {
 	// and the retry can be fixed.)
 	d := testenv.CreatePod(t, c, ns, podSpec{name: "d", team: "a"}.pod())
 	kubelet(t, c, d, condAt(corev1.PodScheduled, corev1.ConditionTrue, time.Now()))
-	eventuallyValue(t, first.url, "podslo_sandbox_creation_pending_pods", map[string]string{"user_error": "false"}, 2)
+	eventuallyValue(t, first.URL, "podslo_sandbox_creation_pending_pods", map[string]string{"user_error": "false"}, 2)
 	free := testenv.Fill(t, mnt, 0)
 	// A write within 100 ms of a free-space check that passed goes ahead
 	// unchecked (store.spaceRecheck: podslo's own writes cannot fill the
@@ -101,7 +101,7 @@ func TestFullDisk(t *testing.T) {
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(time.Duration(i+1)*time.Second)))
 	}
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		v, err := value(first.url, "podslo_store_writable")
+		v, err := value(first.URL, "podslo_store_writable")
 		assert.NoError(ct, err)
 		assert.Zero(ct, v, "not writable")
 	}, 30*time.Second, 100*time.Millisecond)
@@ -111,16 +111,16 @@ func TestFullDisk(t *testing.T) {
 	// write, or u's timeout would count as the platform's.
 	failedMount(t, c, u, `MountVolume.SetUp failed for volume "config" : configmap "app" not found`)
 	// Still alive and serving, with the refused writes counted.
-	assert.Equal(t, http.StatusOK, statusOf(t, first.url+"/healthz"))
-	assert.Equal(t, http.StatusOK, statusOf(t, first.url+"/readyz"))
-	body := scrapeText(t, first.url, "text/plain")
+	assert.Equal(t, http.StatusOK, statusOf(t, first.URL+"/healthz"))
+	assert.Equal(t, http.StatusOK, statusOf(t, first.URL+"/readyz"))
+	body := scrapeText(t, first.URL, "text/plain")
 	assert.Contains(t, body, `podslo_sandbox_creation_duration_seconds_count{runtime_class="none",storage_class="none"} 1`+"\n", "only z recorded yet")
 	assert.Regexp(t, `podslo_store_operations_total\{operation="apply",result="error"\} [1-9]`, body)
 
 	// A restart on the disk that is still full starts and serves.
-	first.kill(t)
+	first.Kill(t)
 	second := startProcess(t, bin, args...)
-	v, err := value(second.url, "podslo_store_writable")
+	v, err := value(second.URL, "podslo_store_writable")
 	require.NoError(t, err)
 	assert.Zero(t, v)
 
@@ -130,9 +130,9 @@ func TestFullDisk(t *testing.T) {
 		histogramText(name, `runtime_class="none",storage_class="none"`, 1, 2, 3, 5)
 	// Failed pods are retried every 30 s.
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		assert.NoError(ct, scrapeAndCompare(ct, second.url, want, name))
+		assert.NoError(ct, scrapeAndCompare(ct, second.URL, want, name))
 	}, 90*time.Second, 200*time.Millisecond, "every observation once space returned")
-	v, err = value(second.url, "podslo_store_writable")
+	v, err = value(second.URL, "podslo_store_writable")
 	require.NoError(t, err)
 	assert.Equal(t, 1.0, v)
 	// u is excluded as the user error it is, never a timeout, and d, gone
@@ -141,12 +141,12 @@ func TestFullDisk(t *testing.T) {
 	wantExcluded := "# HELP " + excluded + " Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).\n# TYPE " + excluded + " counter\n" +
 		excluded + `{reason="user_error",runtime_class="none",storage_class="none"} 1` + "\n"
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		assert.NoError(ct, scrapeAndCompare(ct, second.url, wantExcluded, excluded, timeouts))
+		assert.NoError(ct, scrapeAndCompare(ct, second.URL, wantExcluded, excluded, timeouts))
 	}, 60*time.Second, 200*time.Millisecond, "u past its timeout, excluded")
 
 	// Once, also after another restart.
-	second.kill(t)
+	second.Kill(t)
 	third := startProcess(t, bin, args...)
-	require.NoError(t, scrapeAndCompare(t, third.url, want, name))
-	require.NoError(t, scrapeAndCompare(t, third.url, wantExcluded, excluded, timeouts))
+	require.NoError(t, scrapeAndCompare(t, third.URL, want, name))
+	require.NoError(t, scrapeAndCompare(t, third.URL, wantExcluded, excluded, timeouts))
 }

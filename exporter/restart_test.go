@@ -1,13 +1,8 @@
 package exporter
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"os/exec"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,67 +15,11 @@ import (
 	"github.com/podslo/podslo/internal/testenv"
 )
 
-// process is one podslo exporter run as a separate process.
-type process struct {
-	cmd  *exec.Cmd
-	url  string
-	done chan struct{}
-}
-
-// startProcess runs `podslo exporter` and returns once it serves; t.Cleanup
-// kills it, also when the test fails.
-func startProcess(t *testing.T, bin string, args ...string) *process {
+// startProcess runs `podslo exporter` as a separate process
+// (testenv.StartExporterProcess).
+func startProcess(t *testing.T, bin string, args ...string) *testenv.Process {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"exporter", "--listen-address", "127.0.0.1:0", "--log-format", "json"}, args...)...)
-	testenv.DieWithParent(cmd)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	p := &process{cmd: cmd, done: make(chan struct{})}
-	var (
-		mu   sync.Mutex
-		logs bytes.Buffer
-	)
-	addr := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			var line struct{ Msg, Address string }
-			if json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "Serving metrics" {
-				addr <- line.Address
-			}
-		}
-		_ = cmd.Wait()
-		close(p.done)
-	}()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			mu.Lock()
-			t.Logf("exporter pid %d logs:\n%s", cmd.Process.Pid, logs.String())
-			mu.Unlock()
-		}
-	})
-	select {
-	case a := <-addr:
-		p.url = "http://" + a
-	case <-p.done:
-		t.Fatal("exporter exited before serving")
-	case <-time.After(30 * time.Second):
-		t.Fatal("exporter did not serve within 30s")
-	}
-	waitReady(t, p.url)
-	return p
-}
-
-func (p *process) kill(t *testing.T) {
-	t.Helper()
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGKILL))
-	<-p.done
+	return testenv.StartExporterProcess(t, bin, args...)
 }
 
 // TestRestartAfterSIGKILL kills the exporter without warning and starts it
@@ -108,8 +47,8 @@ func TestRestartAfterSIGKILL(t *testing.T) {
 	startPod("d", 3*time.Second)
 	const name = "podslo_sandbox_creation_duration_seconds"
 	header := "# HELP " + name + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + name + " histogram\n"
-	eventuallyMetrics(t, first.url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 1, 2, 3), name)
-	first.kill(t)
+	eventuallyMetrics(t, first.URL, header+histogramText(name, `runtime_class="none",storage_class="none"`, 1, 2, 3), name)
+	first.Kill(t)
 
 	// While podslo is down: a new pod starts, a's sandbox is lost and
 	// re-created (podslo never sees the False), and d is deleted.
@@ -132,12 +71,12 @@ podslo_store_tracked_pods 3
 			p := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 			// Ready means every live pod was handled and state of deleted
 			// ones dropped: the result must be exact now, not eventually.
-			require.NoError(t, scrapeAndCompare(t, p.url, want, names...))
-			perPod := scrapeText(t, p.url, "text/plain")
+			require.NoError(t, scrapeAndCompare(t, p.URL, want, names...))
+			perPod := scrapeText(t, p.URL, "text/plain")
 			require.Contains(t, perPod, fmt.Sprintf(`uid=%q`, c2.UID))
 			require.NotContains(t, perPod, `pod="d"`, "a pod deleted while podslo was down has no series")
 			// The next run starts from this one's state, killed again.
-			p.kill(t)
+			p.Kill(t)
 		})
 	}
 }
@@ -158,9 +97,9 @@ func TestRestartDuringTermination(t *testing.T) {
 	p := testenv.CreatePod(t, c, ns, podSpec{name: "leaving", team: "a"}.pod())
 	ct := p.CreationTimestamp.Time
 	kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, ct.Add(-10*time.Second)), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, ct.Add(-8*time.Second)))
-	eventuallyValue(t, first.url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "leaving"}, 2)
+	eventuallyValue(t, first.URL, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "leaving"}, 2)
 	requested := deleteWithGrace(t, c, p, 30)
-	first.kill(t)
+	first.Kill(t)
 
 	// The kubelet tears the sandbox down while podslo is down.
 	kubelet(t, c, p, condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, requested.Add(3*time.Second)))
@@ -169,21 +108,21 @@ func TestRestartDuringTermination(t *testing.T) {
 	want := "# HELP " + name + " Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.\n# TYPE " + name + " histogram\n" +
 		histogramText(name, `runtime_class="none",storage_class="none"`, 3)
 	second := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	require.NoError(t, scrapeAndCompare(t, second.url, want, name), "observed once after the restart")
-	second.kill(t)
+	require.NoError(t, scrapeAndCompare(t, second.URL, want, name), "observed once after the restart")
+	second.Kill(t)
 
 	third := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	require.NoError(t, scrapeAndCompare(t, third.url, want, name), "not again after another")
+	require.NoError(t, scrapeAndCompare(t, third.URL, want, name), "not again after another")
 	// The kubelet removes the pod: the termination was measured, so it did
 	// not vanish.
 	zero := int64(0)
 	require.NoError(t, c.CoreV1().Pods(ns).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: &zero}))
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.NotContains(c, scrapeText(c, third.url, "text/plain"), `pod="leaving"`)
+		assert.NotContains(c, scrapeText(c, third.URL, "text/plain"), `pod="leaving"`)
 	}, 30*time.Second, 50*time.Millisecond)
 	// The vanished skip's series is there at 0 (docs/metrics.md): it must
 	// stay there.
-	require.Regexp(t, `\npodslo_observations_skipped_total\{reason="vanished",sli="termination"\} 0\n`, scrapeText(t, third.url, "text/plain"))
+	require.Regexp(t, `\npodslo_observations_skipped_total\{reason="vanished",sli="termination"\} 0\n`, scrapeText(t, third.URL, "text/plain"))
 }
 
 // TestSIGTERMStopsCleanly: the exporter process exits 0 on SIGTERM,
@@ -194,13 +133,13 @@ func TestSIGTERMStopsCleanly(t *testing.T) {
 	bin := testenv.PodsloBinary(t)
 	state := t.TempDir()
 	p := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGTERM))
 	select {
-	case <-p.done:
+	case <-p.Done:
 	case <-time.After(30 * time.Second):
 		t.Fatal("exporter did not stop within 30s of SIGTERM")
 	}
-	require.Equal(t, 0, p.cmd.ProcessState.ExitCode(), "exit code after SIGTERM")
+	require.Equal(t, 0, p.Cmd.ProcessState.ExitCode(), "exit code after SIGTERM")
 	// The state was closed, not left locked: a new process opens it.
 	startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 }

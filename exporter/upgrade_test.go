@@ -103,25 +103,25 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	const skipped = "podslo_observations_skipped_total"
 	classes := `runtime_class="none",storage_class="none"`
 	creationHeader := "# HELP " + creation + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + creation + " histogram\n"
-	eventuallyMetrics(t, prev.url, creationHeader+histogramText(creation, classes, 1, 2, 3), creation)
-	eventuallyValue(t, prev.url, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}, 1)
+	eventuallyMetrics(t, prev.URL, creationHeader+histogramText(creation, classes, 1, 2, 3), creation)
+	eventuallyValue(t, prev.URL, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}, 1)
 	// A deletion requested before the upgrade, its sandbox gone after it:
 	// the request time lives only in the previous release's record.
 	applied := func(url string) float64 {
 		return counterValue(t, url, "podslo_store_operations_total", map[string]string{"operation": "apply", "result": "success"})
 	}
-	before := applied(prev.url)
+	before := applied(prev.URL)
 	requested := deleteWithGrace(t, c, leaving, 30)
-	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Greater(ct, applied(prev.url), before) }, 30*time.Second, 20*time.Millisecond,
+	require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Greater(ct, applied(prev.URL), before) }, 30*time.Second, 20*time.Millisecond,
 		"the previous release recorded the deletion request")
-	carried := sliSeries(t, prev.url)
-	require.NoError(t, prev.cmd.Process.Signal(syscall.SIGTERM))
-	<-prev.done
+	carried := sliSeries(t, prev.URL)
+	require.NoError(t, prev.Cmd.Process.Signal(syscall.SIGTERM))
+	<-prev.Done
 
 	// What the previous release showed, this one shows, before anything
 	// changes.
 	next := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	got := sliSeries(t, next.url)
+	got := sliSeries(t, next.URL)
 	for k, v := range carried {
 		assert.Equal(t, v, got[k], "series %s after the upgrade", k)
 	}
@@ -140,20 +140,20 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	want := creationHeader + histogramText(creation, classes, 1, 2, 3, 4) +
 		"# HELP " + termination + " Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.\n# TYPE " + termination + " histogram\n" +
 		histogramText(termination, classes, 3)
-	eventuallyMetrics(t, next.url, want, creation, termination)
-	eventuallyValue(t, next.url, "podslo_sandbox_recreations_total", map[string]string{"runtime_class": "none"}, 1)
+	eventuallyMetrics(t, next.URL, want, creation, termination)
+	eventuallyValue(t, next.URL, "podslo_sandbox_recreations_total", map[string]string{"runtime_class": "none"}, 1)
 	check := func(url string) {
 		t.Helper()
 		require.NoError(t, testutil.ScrapeAndCompare(url+"/metrics", strings.NewReader(want), creation, termination))
 		assert.Equal(t, 1.0, counterValue(t, url, "podslo_sandbox_recreations_total", map[string]string{"runtime_class": "none"}))
 		assert.Equal(t, 1.0, counterValue(t, url, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}), "the skip is not counted again")
 	}
-	check(next.url)
+	check(next.URL)
 
 	// And once more, now from this release's own records.
-	next.kill(t)
+	next.Kill(t)
 	again := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	check(again.url)
+	check(again.URL)
 }
 
 func hasLabel(m *dto.Metric, name string) bool {

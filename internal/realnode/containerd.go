@@ -137,19 +137,36 @@ func (n *Node) ctrOutput(args ...string) (string, error) {
 
 // KillSandbox kills the task of a pod's sandbox (pause) container with
 // SIGKILL, as a crash would; the kubelet then re-creates the sandbox.
+// It fails if the pod has no running sandbox.
 func (n *Node) KillSandbox(podUID string) error {
 	out, err := n.ctrOutput("containers", "list", "-q", `labels."io.kubernetes.pod.uid"==`+podUID+`,labels."io.cri-containerd.kind"==sandbox`)
 	if err != nil {
 		return err
 	}
-	ids := strings.Fields(out)
-	if len(ids) == 0 {
-		return fmt.Errorf("no sandbox container for pod %s", podUID)
+	// A sandbox killed before stays listed, without a task, until the
+	// kubelet's garbage collection removes it: kill only running tasks.
+	tasks, err := n.ctrOutput("tasks", "list")
+	if err != nil {
+		return err
 	}
-	for _, id := range ids {
+	running := map[string]bool{}
+	for _, line := range strings.Split(tasks, "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[2] == "RUNNING" {
+			running[f[0]] = true
+		}
+	}
+	killed := 0
+	for _, id := range strings.Fields(out) {
+		if !running[id] {
+			continue
+		}
 		if err := n.ctr("tasks", "kill", "--signal", "SIGKILL", id); err != nil {
 			return err
 		}
+		killed++
+	}
+	if killed == 0 {
+		return fmt.Errorf("no running sandbox for pod %s (containers %q)", podUID, out)
 	}
 	return nil
 }
