@@ -23,6 +23,10 @@ const (
 	prefixPodString = 'P' // 'P' + UID string, for UIDs that are not UUIDs
 	prefixAggregate = 'a' // 'a' + family + 0x00 + label values joined by 0xff
 	prefixSetting   = 'm' // 'm' + setting name: what the state was written under
+	// 'B' + 4-byte layout ID (big-endian): the classic bucket bounds of the
+	// histograms written under that ID. 'B' sorts before 'a', so a load
+	// knows every layout before the first histogram that names one.
+	prefixLayout = 'B'
 )
 
 // A record is its format's number in one byte, the format's body, and, from
@@ -41,6 +45,7 @@ const (
 const (
 	podRecordV2       = 2
 	aggregateRecordV2 = 2
+	layoutRecordV2    = 2
 	// maxFormat is the newest record format this release reads.
 	maxFormat = 2
 )
@@ -365,6 +370,10 @@ func fields(body []byte, fn func(num protowire.Number, v uint64, b []byte) error
 			v, n = protowire.ConsumeVarint(body)
 		case protowire.Fixed64Type:
 			v, n = protowire.ConsumeFixed64(body)
+		case protowire.Fixed32Type:
+			var x uint32
+			x, n = protowire.ConsumeFixed32(body)
+			v = uint64(x)
 		case protowire.BytesType:
 			b, n = protowire.ConsumeBytes(body)
 		}
@@ -410,7 +419,7 @@ const (
 	aggValue     protowire.Number = 3  // fixed64: a counter's value
 	aggCount     protowire.Number = 4  // varint
 	aggSum       protowire.Number = 5  // fixed64
-	aggBounds    protowire.Number = 6  // packed fixed64: the classic bounds the counts were written with
+	aggLayout    protowire.Number = 6  // fixed32: the layout ID of the classic bounds the counts were written with
 	aggClassic   protowire.Number = 7  // packed varints: per-bucket counts, +Inf last
 	aggSchema    protowire.Number = 8  // zigzag
 	aggZeroCount protowire.Number = 9  // varint
@@ -419,7 +428,7 @@ const (
 
 var aggregateFieldNames = map[protowire.Number]string{
 	aggCreated: "created", aggKind: "kind", aggValue: "value", aggCount: "count", aggSum: "sum",
-	aggBounds: "bounds", aggClassic: "classic", aggSchema: "schema", aggZeroCount: "zero_count", aggNative: "native",
+	aggLayout: "layout", aggClassic: "classic", aggSchema: "schema", aggZeroCount: "zero_count", aggNative: "native",
 }
 
 func aggregateWireTypes(num protowire.Number) (protowire.Type, bool) {
@@ -428,7 +437,9 @@ func aggregateWireTypes(num protowire.Number) (protowire.Type, bool) {
 		return protowire.VarintType, true
 	case aggValue, aggSum:
 		return protowire.Fixed64Type, true
-	case aggBounds, aggClassic, aggNative:
+	case aggLayout:
+		return protowire.Fixed32Type, true
+	case aggClassic, aggNative:
 		return protowire.BytesType, true
 	}
 	return 0, false
@@ -442,47 +453,116 @@ func appendFixed(b []byte, num protowire.Number, v float64) []byte {
 	return protowire.AppendFixed64(b, math.Float64bits(v))
 }
 
-// encodeAggregate writes a with the classic bounds its counts are in, so
-// that a release with other bounds can carry the counts over (rebucket).
-func encodeAggregate(a *Aggregate, bounds []float64) []byte {
-	b := make([]byte, 0, 64)
-	b = append(b, aggregateRecordV2)
-	b = appendInt(b, aggCreated, a.Created)
+// encodeAggregate writes a, naming the layout of the classic bounds its
+// counts are in (layoutID), so that a release with other bounds can carry
+// the counts over (rebucket). The layout itself is its own record
+// (encodeLayout), written once, not in every histogram record.
+func encodeAggregate(a *Aggregate, layout uint32) []byte {
 	if a.Histogram == nil {
+		b := make([]byte, 0, 24)
+		b = append(b, aggregateRecordV2)
+		b = appendInt(b, aggCreated, a.Created)
 		b = appendUint(b, aggKind, kindCounter)
 		b = appendFixed(b, aggValue, a.Value)
 		return sealRecord(b)
 	}
 	h := a.Histogram
+	classic := 0
+	for _, c := range h.Classic {
+		classic += protowire.SizeVarint(c)
+	}
+	native, prev := 0, int32(0)
+	for _, nb := range h.Native {
+		native += protowire.SizeVarint(protowire.EncodeZigZag(int64(nb.Index-prev))) + protowire.SizeVarint(nb.Count)
+		prev = nb.Index
+	}
+	// Sized once: the record is written at every observation of its series.
+	b := make([]byte, 0, 64+classic+native)
+	b = append(b, aggregateRecordV2)
+	b = appendInt(b, aggCreated, a.Created)
 	b = appendUint(b, aggKind, kindHistogram)
 	b = appendUint(b, aggCount, h.Count)
 	b = appendFixed(b, aggSum, h.Sum)
-	packed := make([]byte, 0, 8*len(bounds))
-	for _, x := range bounds {
-		packed = protowire.AppendFixed64(packed, math.Float64bits(x))
-	}
-	b = protowire.AppendTag(b, aggBounds, protowire.BytesType)
-	b = protowire.AppendBytes(b, packed)
-	packed = packed[:0]
-	for _, c := range h.Classic {
-		packed = protowire.AppendVarint(packed, c)
-	}
+	b = protowire.AppendTag(b, aggLayout, protowire.Fixed32Type)
+	b = protowire.AppendFixed32(b, layout)
 	b = protowire.AppendTag(b, aggClassic, protowire.BytesType)
-	b = protowire.AppendBytes(b, packed)
+	b = protowire.AppendVarint(b, uint64(classic))
+	for _, c := range h.Classic {
+		b = protowire.AppendVarint(b, c)
+	}
 	b = appendInt(b, aggSchema, int64(h.Schema))
 	b = appendUint(b, aggZeroCount, h.ZeroCount)
 	if len(h.Native) > 0 {
-		packed = packed[:0]
-		prev := int32(0)
+		b = protowire.AppendTag(b, aggNative, protowire.BytesType)
+		b = protowire.AppendVarint(b, uint64(native))
+		prev = 0
 		for _, nb := range h.Native {
-			packed = protowire.AppendVarint(packed, protowire.EncodeZigZag(int64(nb.Index-prev)))
-			packed = protowire.AppendVarint(packed, nb.Count)
+			b = protowire.AppendVarint(b, protowire.EncodeZigZag(int64(nb.Index-prev)))
+			b = protowire.AppendVarint(b, nb.Count)
 			prev = nb.Index
 		}
-		b = protowire.AppendTag(b, aggNative, protowire.BytesType)
-		b = protowire.AppendBytes(b, packed)
 	}
 	return sealRecord(b)
+}
+
+// layoutID names a classic bucket layout: the CRC-32C of its bounds.
+func layoutID(bounds []float64) uint32 {
+	b := make([]byte, 0, 8*len(bounds))
+	for _, x := range bounds {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(x))
+	}
+	return crc32.Checksum(b, crcTable)
+}
+
+func layoutKey(id uint32) []byte {
+	return binary.BigEndian.AppendUint32([]byte{prefixLayout}, id)
+}
+
+// The field of a layout record: its bounds, packed fixed64.
+const layoutBounds protowire.Number = 1
+
+var layoutFieldNames = map[protowire.Number]string{layoutBounds: "bounds"}
+
+func encodeLayout(bounds []float64) []byte {
+	b := make([]byte, 0, 16+8*len(bounds))
+	b = append(b, layoutRecordV2)
+	b = protowire.AppendTag(b, layoutBounds, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(8*len(bounds)))
+	for _, x := range bounds {
+		b = protowire.AppendFixed64(b, math.Float64bits(x))
+	}
+	return sealRecord(b)
+}
+
+func decodeLayout(key, b []byte) (uint32, []float64, error) {
+	if len(key) != 5 {
+		return 0, nil, fmt.Errorf("layout key %q: %w", key, errDecode)
+	}
+	if _, err := recordFormat(b); err != nil {
+		return 0, nil, err
+	}
+	body, err := openRecord(b)
+	if err != nil {
+		return 0, nil, err
+	}
+	var raw []byte
+	err = fields(body, func(_ protowire.Number, _ uint64, bs []byte) error { raw = bs; return nil },
+		func(n protowire.Number) (protowire.Type, bool) { return protowire.BytesType, n == layoutBounds })
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(raw)%8 != 0 {
+		return 0, nil, fmt.Errorf("layout bounds of %d bytes: %w", len(raw), errDecode)
+	}
+	bounds := make([]float64, 0, len(raw)/8)
+	for ; len(raw) > 0; raw = raw[8:] {
+		bounds = append(bounds, math.Float64frombits(binary.LittleEndian.Uint64(raw)))
+	}
+	id := binary.BigEndian.Uint32(key[1:])
+	if !slices.IsSorted(bounds) || layoutID(bounds) != id {
+		return 0, nil, fmt.Errorf("layout %08x holds other bounds: %w", id, errDecode)
+	}
+	return id, bounds, nil
 }
 
 // storedAggregate is an aggregate as read, with the classic bounds its
@@ -493,8 +573,9 @@ type storedAggregate struct {
 }
 
 // decodeAggregate reads an aggregate record of any format this release
-// knows and moves its classic counts onto bounds (rebucket).
-func decodeAggregate(b []byte, bounds []float64) (*Aggregate, error) {
+// knows and moves its classic counts onto bounds (rebucket); layouts are
+// the layout records the state holds, by ID.
+func decodeAggregate(b []byte, bounds []float64, layouts map[uint32][]float64) (*Aggregate, error) {
 	format, err := recordFormat(b)
 	if err != nil {
 		return nil, err
@@ -504,7 +585,7 @@ func decodeAggregate(b []byte, bounds []float64) (*Aggregate, error) {
 		if a, err = decodeAggregateV1(b); err != nil {
 			return nil, fmt.Errorf("format 1: %w (%w)", errChecksum, err)
 		}
-	} else if a, err = decodeAggregateV2(b); err != nil {
+	} else if a, err = decodeAggregateV2(b, layouts); err != nil {
 		return nil, err
 	}
 	if a.Histogram != nil {
@@ -513,7 +594,7 @@ func decodeAggregate(b []byte, bounds []float64) (*Aggregate, error) {
 	return &a.Aggregate, nil
 }
 
-func decodeAggregateV2(b []byte) (*storedAggregate, error) {
+func decodeAggregateV2(b []byte, layouts map[uint32][]float64) (*storedAggregate, error) {
 	body, err := openRecord(b)
 	if err != nil {
 		return nil, err
@@ -521,7 +602,8 @@ func decodeAggregateV2(b []byte) (*storedAggregate, error) {
 	a := &storedAggregate{}
 	h := &Histogram{}
 	var kind uint64
-	var classic, native, bounds []byte
+	var layout uint32
+	var classic, native []byte
 	err = fields(body, func(num protowire.Number, v uint64, bs []byte) error {
 		switch num {
 		case aggCreated:
@@ -534,8 +616,8 @@ func decodeAggregateV2(b []byte) (*storedAggregate, error) {
 			h.Count = v
 		case aggSum:
 			h.Sum = math.Float64frombits(v)
-		case aggBounds:
-			bounds = bs
+		case aggLayout:
+			layout = uint32(v)
 		case aggClassic:
 			classic = bs
 		case aggSchema:
@@ -557,14 +639,11 @@ func decodeAggregateV2(b []byte) (*storedAggregate, error) {
 	default:
 		return nil, fmt.Errorf("aggregate kind %d: %w", kind, ErrNewerFormat)
 	}
-	if len(bounds)%8 != 0 {
-		return nil, fmt.Errorf("bounds of %d bytes: %w", len(bounds), errDecode)
-	}
-	for ; len(bounds) > 0; bounds = bounds[8:] {
-		a.bounds = append(a.bounds, math.Float64frombits(binary.LittleEndian.Uint64(bounds)))
-	}
-	if !slices.IsSorted(a.bounds) {
-		return nil, fmt.Errorf("bounds out of order: %w", errDecode)
+	var known bool
+	if a.bounds, known = layouts[layout]; !known {
+		// Written in the same transaction as the first histogram that
+		// names it: a state without it was changed by something else.
+		return nil, fmt.Errorf("histogram names bucket layout %08x, which the state does not hold: %w", layout, errDecode)
 	}
 	for len(classic) > 0 {
 		c, n := protowire.ConsumeVarint(classic)

@@ -157,15 +157,18 @@ func TestNewerFormatIsRefused(t *testing.T) {
 	} {
 		_, err := decodeState(b)
 		assert.ErrorIs(t, err, ErrNewerFormat)
-		_, err = decodeAggregate(b, KubeletStartupBuckets)
+		_, err = decodeAggregate(b, KubeletStartupBuckets, testLayouts)
 		assert.ErrorIs(t, err, ErrNewerFormat)
 	}
 	// An aggregate of a kind this release does not know.
 	b := append([]byte{aggregateRecordV2}, protowire.AppendTag(nil, aggKind, protowire.VarintType)...)
 	b = protowire.AppendVarint(b, 3)
-	_, err := decodeAggregate(sealRecord(b), KubeletStartupBuckets)
+	_, err := decodeAggregate(sealRecord(b), KubeletStartupBuckets, testLayouts)
 	assert.ErrorIs(t, err, ErrNewerFormat)
 }
+
+// testLayouts holds the one layout the golden histograms were written in.
+var testLayouts = map[uint32][]float64{layoutID(v1Bounds): v1Bounds}
 
 func golden(t *testing.T, format, name string) []byte {
 	t.Helper()
@@ -229,7 +232,7 @@ func TestGoldenRecords(t *testing.T) {
 		}
 		for name, want := range goldenAggregates {
 			t.Run(format+"/"+name, func(t *testing.T) {
-				got, err := decodeAggregate(golden(t, format, name), v1Bounds)
+				got, err := decodeAggregate(golden(t, format, name), v1Bounds, testLayouts)
 				require.NoError(t, err)
 				assert.Equal(t, want(), got)
 			})
@@ -242,7 +245,7 @@ func TestGoldenRecords(t *testing.T) {
 		assert.Equal(t, hex.EncodeToString(golden(t, "format2", name)), hex.EncodeToString(encodeState(want())), name)
 	}
 	for name, want := range goldenAggregates {
-		assert.Equal(t, hex.EncodeToString(golden(t, "format2", name)), hex.EncodeToString(encodeAggregate(want(), v1Bounds)), name)
+		assert.Equal(t, hex.EncodeToString(golden(t, "format2", name)), hex.EncodeToString(encodeAggregate(want(), layoutID(v1Bounds))), name)
 	}
 }
 
@@ -255,7 +258,7 @@ func TestFieldNumbersOnlyGrow(t *testing.T) {
 	for _, tab := range []struct {
 		record string
 		names  map[protowire.Number]string
-	}{{"pod", podFieldNames}, {"aggregate", aggregateFieldNames}} {
+	}{{"pod", podFieldNames}, {"aggregate", aggregateFieldNames}, {"layout", layoutFieldNames}} {
 		nums := make([]int, 0, len(tab.names))
 		for n := range tab.names {
 			nums = append(nums, int(n))
@@ -279,7 +282,7 @@ func TestFieldNumbersOnlyGrow(t *testing.T) {
 	for _, l := range lines {
 		assert.Contains(t, recorded, l, "new field %q: append it to testdata/golden/fields.txt", l)
 	}
-	for _, tab := range []map[protowire.Number]string{podFieldNames, aggregateFieldNames} {
+	for _, tab := range []map[protowire.Number]string{podFieldNames, aggregateFieldNames, layoutFieldNames} {
 		for n := range tab {
 			assert.True(t, n.IsValid(), "field number %d", n)
 		}
@@ -321,4 +324,20 @@ func TestRebucket(t *testing.T) {
 	assert.Equal(t, h.Count, total, "nothing lost or counted twice")
 
 	assert.Equal(t, h.Classic, rebucket(h.Classic, v1Bounds, v1Bounds))
+}
+
+func TestLayoutRecord(t *testing.T) {
+	id, bounds, err := decodeLayout(layoutKey(layoutID(v1Bounds)), encodeLayout(v1Bounds))
+	require.NoError(t, err)
+	assert.Equal(t, layoutID(v1Bounds), id)
+	assert.Equal(t, v1Bounds, bounds)
+	assert.Equal(t, hex.EncodeToString(golden(t, "format2", "layout")), hex.EncodeToString(encodeLayout(v1Bounds)))
+
+	// A layout stored under another layout's ID is no layout at all.
+	_, _, err = decodeLayout(layoutKey(layoutID(v1Bounds)+1), encodeLayout(v1Bounds))
+	assert.ErrorIs(t, err, errDecode)
+	// A histogram naming a layout the state lacks cannot be read.
+	_, err = decodeAggregate(golden(t, "format2", "aggregate-histogram"), v1Bounds, map[uint32][]float64{})
+	assert.ErrorIs(t, err, errDecode)
+	assert.NotErrorIs(t, err, errChecksum)
 }

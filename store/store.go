@@ -197,6 +197,11 @@ type Store struct {
 	// settings are what the state was written under (Setting); guarded
 	// by mu.
 	settings map[string][]byte
+	// layouts are the classic bucket layouts the state holds, by ID
+	// (layoutID); layout is the ID of opts.Buckets, written with the first
+	// histogram record that needs it. Guarded by mu.
+	layouts map[uint32][]float64
+	layout  uint32
 	// readOnly: badger was opened read-only (or not at all, db nil, for a
 	// new state) because the filesystem was full at Open; the first write
 	// after space returns reopens it read-write. Guarded by mu.
@@ -245,6 +250,8 @@ func Open(opts Options) (*Store, error) {
 		series: map[string]*series{},
 
 		settings: map[string][]byte{},
+		layouts:  map[uint32][]float64{},
+		layout:   layoutID(opts.Buckets),
 
 		preallocated: map[string]bool{},
 	}
@@ -420,7 +427,7 @@ func (s *Store) loadRecord(key, val []byte) error {
 		if err != nil {
 			return err
 		}
-		agg, err := decodeAggregate(val, s.opts.Buckets)
+		agg, err := decodeAggregate(val, s.opts.Buckets, s.layouts)
 		if err != nil {
 			return err
 		}
@@ -430,6 +437,12 @@ func (s *Store) loadRecord(key, val []byte) error {
 		s.series[family+"\x00"+labels] = &series{family: family, labels: splitLabels(labels), agg: agg}
 	case prefixSetting:
 		s.settings[string(key[1:])] = append([]byte(nil), val...)
+	case prefixLayout:
+		id, bounds, err := decodeLayout(key, val)
+		if err != nil {
+			return err
+		}
+		s.layouts[id] = bounds
 	default:
 		// A record type this release does not know: a newer release's.
 		return fmt.Errorf("record type %q: %w", key[0], ErrNewerFormat)
@@ -502,8 +515,18 @@ func (s *Store) Apply(c Change) error {
 			return fmt.Errorf("write pod %s: %w", c.UID, err)
 		}
 	}
+	newLayout := false
 	for key, sr := range updated {
-		if err := txn.Set(aggregateKey(sr.family, key[len(sr.family)+1:]), encodeAggregate(sr.agg, s.opts.Buckets)); err != nil {
+		if sr.agg.Histogram != nil && s.layouts[s.layout] == nil && !newLayout {
+			// The first histogram written under these bounds brings
+			// them along, in the same transaction.
+			if err := txn.Set(layoutKey(s.layout), encodeLayout(s.opts.Buckets)); err != nil {
+				s.stats.count(OpApply, false)
+				return fmt.Errorf("write bucket layout: %w", err)
+			}
+			newLayout = true
+		}
+		if err := txn.Set(aggregateKey(sr.family, key[len(sr.family)+1:]), encodeAggregate(sr.agg, s.layout)); err != nil {
 			s.stats.count(OpApply, false)
 			return fmt.Errorf("write %s series: %w", sr.family, err)
 		}
@@ -513,6 +536,9 @@ func (s *Store) Apply(c Change) error {
 		return fmt.Errorf("commit pod %s: %w", c.UID, err)
 	}
 	s.stats.count(OpApply, true)
+	if newLayout {
+		s.layouts[s.layout] = s.opts.Buckets
+	}
 
 	for key, sr := range updated {
 		s.series[key] = sr

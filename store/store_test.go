@@ -327,6 +327,15 @@ func TestBucketLayoutChange(t *testing.T) {
 	var created int64
 	s.Aggregates(func(_ string, _ []string, agg *Aggregate) { created = agg.Created })
 	require.NoError(t, s.Close())
+	layouts := func() (n int) {
+		for _, k := range keys(t, dir) {
+			if k[0] == prefixLayout {
+				n++
+			}
+		}
+		return n
+	}
+	assert.Equal(t, 1, layouts(), "the bounds are written once, with the first histogram")
 
 	finer := append([]float64{0.05, 0.1, 0.25}, v1Bounds...)
 	s, err = Open(Options{Dir: dir, Buckets: finer})
@@ -347,6 +356,7 @@ func TestBucketLayoutChange(t *testing.T) {
 	// written in it.
 	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{Scheduled: 1}, Observe: []Sample{{Family: "h", Value: 0.07}}}))
 	require.NoError(t, s.Close())
+	assert.Equal(t, 2, layouts(), "the new bounds, beside the old ones a rollback reads")
 	s, err = Open(Options{Dir: dir, Buckets: finer})
 	require.NoError(t, err)
 	s.Aggregates(func(_ string, _ []string, agg *Aggregate) { h = agg.Histogram })
