@@ -47,10 +47,11 @@ type suite struct {
 	tr   *truth
 }
 
-// startSuite starts a real node and the watch that records the truth.
-func startSuite(t *testing.T) *suite {
+// startSuite starts a real node, with further options of its control
+// plane, and the watch that records the truth.
+func startSuite(t *testing.T, opts ...testenv.Option) *suite {
 	began := time.Now()
-	node := realnode.Start(t)
+	node := realnode.Start(t, opts...)
 	t.Logf("real node ready after %v", time.Since(began).Round(time.Millisecond))
 	tr := &truth{pods: map[types.UID]*podTruth{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(node.Client, 0, informers.WithNamespace(ns))

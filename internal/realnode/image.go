@@ -76,3 +76,53 @@ func buildImage(dir, out string) error {
 	}
 	return os.WriteFile(out, archive.Bytes(), 0o644)
 }
+
+// ImportOCILayout imports the OCI image layout in dir (what `make image`
+// writes in bin/image) into the node's containerd. `ctr images import`
+// reads an archive, not a directory, so the layout is archived first; the
+// image takes its name from the index's io.containerd.image.name
+// annotation.
+func (n *Node) ImportOCILayout(dir string) error {
+	archive := filepath.Join(n.dir, "oci-layout.tar")
+	f, err := os.Create(archive)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, err := filepath.Rel(dir, path)
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return tw.WriteHeader(&tar.Header{Name: rel + "/", Mode: 0o755, Typeflag: tar.TypeDir})
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: rel, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
+			return err
+		}
+		_, err = tw.Write(data)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", dir, err)
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return n.ctr("images", "import", archive)
+}
+
+// Dir is the node's temporary directory, removed by its teardown: a test's
+// hostPath volumes belong under it.
+func (n *Node) Dir() string { return n.dir }

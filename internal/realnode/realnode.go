@@ -40,6 +40,8 @@ const (
 	// ServiceCIDR is the Services' range; pods route it to the node, where
 	// kube-proxy's rules translate it.
 	ServiceCIDR = "10.0.0.0/24"
+	// serviceIP is the kubernetes Service's, the first in ServiceCIDR.
+	serviceIP = "10.0.0.1"
 	// cgroupRoot holds every pod cgroup of the kubelet, in each cgroup v1
 	// hierarchy, so that teardown knows what to remove.
 	cgroupRoot = "podslo-realnode"
@@ -69,7 +71,8 @@ type Node struct {
 // behind. It needs root, the binaries of `make nodebin`, and Debian's
 // containerd, runc, containernetworking-plugins, iproute2 and iptables: a
 // missing one fails the test, and only `go test -short` skips.
-func Start(t testing.TB) *Node {
+// opts are further options of the control plane (internal/testenv).
+func Start(t testing.TB, opts ...testenv.Option) *Node {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("real-node test: needs root, a kubelet and containerd (run without -short)")
@@ -118,7 +121,7 @@ func Start(t testing.TB) *Node {
 		t.Fatalf("prepare the host: %v", err)
 	}
 
-	env := testenv.Start(t,
+	env := testenv.Start(t, append([]testenv.Option{
 		// On the node's address, not loopback: pods reach the API server
 		// there, through the kubernetes Service and kube-proxy, as in a
 		// cluster. It is the address the Service's endpoints advertise.
@@ -127,7 +130,10 @@ func Start(t testing.TB) *Node {
 		// The node's Hostname address ("realnode") resolves nowhere: the
 		// API server must dial the kubelet on its InternalIP, or it answers
 		// the node proxy (logs, the kubelet's /metrics) with an error.
-		testenv.APIServerFlag("kubelet-preferred-address-types", "InternalIP"))
+		testenv.APIServerFlag("kubelet-preferred-address-types", "InternalIP"),
+		// Pods reach the API server at the kubernetes Service's IP, the
+		// first of ServiceCIDR, and verify its certificate there.
+		testenv.APIServerServingIPs(t, NodeIP, serviceIP)}, opts...)...)
 	n.Env = env
 	// Registered after the control plane's, so it runs before it stops:
 	// the kubelet deletes its pods while the API server is up.

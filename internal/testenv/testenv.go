@@ -65,6 +65,14 @@ func (e *Env) KillAPIServer(t testing.TB) {
 	t.Fatalf("no kube-apiserver process with cert dir %s", certDir)
 }
 
+// APIServerFlagUnset passes no such flag to kube-apiserver, not even
+// envtest's default, e.g. "disable-admission-plugins": envtest disables
+// the ServiceAccount admission plugin, so that pods get no service account
+// token unless this unsets it.
+func APIServerFlagUnset(name string) Option {
+	return func(e *envtest.Environment) { e.ControlPlane.GetAPIServer().Configure().Disable(name) }
+}
+
 // CertDir is kube-apiserver's certificate directory. It holds the service
 // account signing key (sa-signer.key) that a kube-controller-manager needs.
 func (e *Env) CertDir() string { return e.env.ControlPlane.GetAPIServer().CertDir }

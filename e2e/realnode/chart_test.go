@@ -1,0 +1,273 @@
+package realnode_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/podslo/podslo/charts"
+	"github.com/podslo/podslo/internal/realnode"
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// The release, its namespace and the PV's StorageClass: none of them the
+// chart's defaults, so that nothing passes by a default name.
+const (
+	chartRelease   = "obs"
+	chartNamespace = "slo-system"
+	chartClass     = "podslo-hostpath"
+)
+
+// TestChartOnARealNode installs charts/podslo, with the agent, on a real
+// node, from the image `make image` writes, without the Prometheus
+// Operator's CRDs, and scrapes the exporter over the pod network.
+//
+// The test control plane's kube-apiserver is unstamped (v0.0.0-master),
+// which `helm install` refuses against the chart's kubeVersion; so the
+// chart is rendered by `helm template` for the node's Kubernetes version
+// and applied server-side. `helm template` knows no cluster, so it
+// renders no monitoring.coreos.com object, as `prometheusOperator: auto`
+// does on a cluster without the CRDs; the test checks that it renders none.
+func TestChartOnARealNode(t *testing.T) {
+	layout := filepath.Join(charts.Root(), "bin", "image")
+	if _, err := os.Stat(filepath.Join(layout, "index.json")); err != nil {
+		t.Fatalf("no image layout in %s: run `make image` first (make test does): %v", layout, err)
+	}
+	helm, err := charts.Helm()
+	require.NoError(t, err)
+	version, err := testenv.KubernetesVersion()
+	require.NoError(t, err)
+
+	began := time.Now()
+	// A cluster's API server mounts each pod's service account token;
+	// envtest's does not, unless its ServiceAccount admission plugin runs.
+	s := startSuite(t, testenv.APIServerFlagUnset("disable-admission-plugins"))
+	node := s.node
+	ctx := context.Background()
+	c := node.Client
+
+	// 1. The image, as `make image` built it, in the node's containerd.
+	require.NoError(t, node.ImportOCILayout(layout))
+
+	// 2. The chart, rendered for this node, applied server-side.
+	out, err := charts.Template(helm, chartRelease, chartNamespace, "--kube-version", version,
+		"--set", "agent.enabled=true",
+		// No registry is reachable: the imported image or nothing.
+		"--set", "image.pullPolicy=Never",
+		"--set", "exporter.persistence.storageClassName="+chartClass)
+	require.NoError(t, err)
+	objs := decodeAll(t, out)
+	kinds := map[string]int{}
+	for _, o := range objs {
+		require.NotEqual(t, "monitoring.coreos.com", o.GroupVersionKind().Group,
+			"%s %s rendered on a cluster without the Prometheus Operator's CRDs", o.GetKind(), o.GetName())
+		kinds[o.GetKind()]++
+	}
+	for _, k := range []string{"StatefulSet", "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		require.Equal(t, 1, kinds[k], "rendered %s objects", k)
+	}
+
+	// The exporter's state: a hostPath PV under the node's directory, for
+	// the controller-manager to bind the StatefulSet's claim to. A hostPath
+	// ignores fsGroup (issue 26, defect 6), so the directory is made the
+	// exporter's (uid 65532) here, as an administrator would.
+	state := filepath.Join(node.Dir(), "podslo-state")
+	require.NoError(t, os.Mkdir(state, 0o700))
+	require.NoError(t, os.Chown(state, 65532, 65532))
+	_, err = c.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: chartClass},
+		Provisioner: "kubernetes.io/no-provisioner",
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	dirType := corev1.HostPathDirectory
+	_, err = c.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "podslo-state"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              chartClass,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: state, Type: &dirType}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNamespace}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// Registered after the node's cleanups, so it runs before them: the
+	// controllers would re-create the pods the node's teardown deletes.
+	t.Cleanup(func() { removeWorkloads(t, node) })
+	apply := newChartApplier(t, node)
+	for _, o := range objs {
+		require.NoError(t, apply(o))
+	}
+	t.Logf("chart applied %v after the start (%d objects)", time.Since(began).Round(time.Millisecond), len(objs))
+
+	// 3. The claim bound to the PV, the exporter and the agent Ready.
+	claim := "state-" + chartRelease + "-podslo-exporter-0"
+	require.Eventually(t, func() bool {
+		pvc, err := c.CoreV1().PersistentVolumeClaims(chartNamespace).Get(ctx, claim, metav1.GetOptions{})
+		return err == nil && pvc.Status.Phase == corev1.ClaimBound && pvc.Spec.VolumeName == "podslo-state"
+	}, time.Minute, 100*time.Millisecond, "claim %s never bound to the PV podslo-state", claim)
+	exporterName, agentName := chartRelease+"-podslo-exporter", chartRelease+"-podslo-agent"
+	if !assertEventually(t, func() bool {
+		sts, err := c.AppsV1().StatefulSets(chartNamespace).Get(ctx, exporterName, metav1.GetOptions{})
+		if err != nil || sts.Status.ReadyReplicas != 1 {
+			return false
+		}
+		ds, err := c.AppsV1().DaemonSets(chartNamespace).Get(ctx, agentName, metav1.GetOptions{})
+		return err == nil && ds.Status.DesiredNumberScheduled == 1 && ds.Status.NumberReady == 1
+	}, 30*time.Second) {
+		logChartPods(t, node)
+		t.Fatal("the exporter StatefulSet and the agent DaemonSet never became Ready")
+	}
+	t.Logf("exporter and agent Ready %v after the start", time.Since(began).Round(time.Millisecond))
+
+	// 4. /metrics over the pod network, from this process through the
+	// node's bridge, on the exporter pod's own IP.
+	pod, err := c.CoreV1().Pods(chartNamespace).Get(ctx, exporterName+"-0", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, pod.Status.PodIP)
+	url := "http://" + net.JoinHostPort(pod.Status.PodIP, strconv.Itoa(8080))
+	fams := scrape(t, url)
+	info := fams["podslo_build_info"]
+	require.NotNil(t, info, "podslo_build_info")
+	require.Len(t, info.GetMetric(), 1)
+	assert.Equal(t, "0.1.0", label(info.GetMetric()[0], "version"), "the image's podslo version")
+
+	// A pod of a RuntimeClass of its own, created after the exporter runs:
+	// its sandbox creation is the only one in that class, and the chart's
+	// exporter records it as the pod's own conditions say.
+	_, err = c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "runc"}, Handler: "runc"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// The ServiceAccount admission plugin refuses a pod until its
+	// namespace's default account exists, which the controller-manager
+	// creates.
+	require.Eventually(t, func() bool {
+		_, err := c.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "no default service account in %s", ns)
+	s.createPod("probe", inClass("runc"))
+	var count map[string]uint64
+	var sum map[string]float64
+	require.Eventually(t, func() bool {
+		var ready int
+		count, sum, _, ready = s.tr.creations()
+		return ready == 1
+	}, time.Minute, 100*time.Millisecond, "the pod's sandbox never became ready")
+	require.Equal(t, map[string]uint64{"runc": 1}, count)
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		gotCount, gotSum := histogramByClass(scrape(ct, url)["podslo_sandbox_creation_duration_seconds"])
+		assert.Equal(ct, count["runc"], gotCount["runc"])
+		assert.Equal(ct, sum["runc"], gotSum["runc"])
+	}, 30*time.Second, 100*time.Millisecond, "the chart's exporter's sandbox creation differs from the pod's conditions")
+	t.Logf("sandbox creation of the runc pod %v s, scraped over the pod network at %s; %v after the start",
+		sum["runc"], url, time.Since(began).Round(time.Millisecond))
+}
+
+// decodeAll splits helm's output into objects.
+func decodeAll(t *testing.T, raw []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(raw), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		var o unstructured.Unstructured
+		if err := dec.Decode(&o.Object); errors.Is(err, io.EOF) {
+			return out
+		} else if err != nil {
+			t.Fatalf("decode helm's output: %v", err)
+		}
+		if o.Object != nil {
+			out = append(out, &o)
+		}
+	}
+}
+
+// newChartApplier applies an object server-side, as `kubectl apply
+// --server-side` does.
+func newChartApplier(t *testing.T, node *realnode.Node) func(*unstructured.Unstructured) error {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(node.Config)
+	require.NoError(t, err)
+	dc, err := discovery.NewDiscoveryClientForConfig(node.Config)
+	require.NoError(t, err)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return func(o *unstructured.Unstructured) error {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if err != nil {
+			return err
+		}
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if ns := o.GetNamespace(); ns != "" {
+			r = dyn.Resource(m.Resource).Namespace(ns)
+		} else if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			r = dyn.Resource(m.Resource).Namespace(chartNamespace)
+		}
+		_, err = r.Apply(context.Background(), o.GetName(), o, metav1.ApplyOptions{FieldManager: "podslo-chart-test", Force: true})
+		return err
+	}
+}
+
+// removeWorkloads deletes the chart's StatefulSet and DaemonSet and waits
+// until their pods are gone, so that no controller re-creates a pod the
+// node's teardown deletes.
+func removeWorkloads(t *testing.T, node *realnode.Node) {
+	ctx := context.Background()
+	c := node.Client
+	fg := metav1.DeletePropagationForeground
+	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
+	_ = c.AppsV1().StatefulSets(chartNamespace).Delete(ctx, chartRelease+"-podslo-exporter", opts)
+	_ = c.AppsV1().DaemonSets(chartNamespace).Delete(ctx, chartRelease+"-podslo-agent", opts)
+	if !assertEventually(t, func() bool {
+		pods, err := c.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
+		return err == nil && len(pods.Items) == 0
+	}, time.Minute) {
+		t.Errorf("the chart's pods outlived their workloads")
+	}
+}
+
+// logChartPods logs the chart's pods' containers' states and their last
+// logs, for a failure message.
+func logChartPods(t *testing.T, node *realnode.Node) {
+	ctx := context.Background()
+	pods, err := node.Client.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("list the chart's pods: %v", err)
+		return
+	}
+	for _, p := range pods.Items {
+		for _, cs := range p.Status.ContainerStatuses {
+			t.Logf("pod %s container %s: ready %v, restarts %d, state %+v, last state %+v", p.Name, cs.Name, cs.Ready,
+				cs.RestartCount, cs.State, cs.LastTerminationState)
+			tail := int64(20)
+			for _, previous := range []bool{true, false} {
+				b, err := node.Client.CoreV1().Pods(chartNamespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: cs.Name,
+					Previous: previous, TailLines: &tail}).DoRaw(ctx)
+				t.Logf("pod %s container %s log (previous %v): %s %v", p.Name, cs.Name, previous, b, err)
+			}
+		}
+	}
+}
