@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	nodev1 "k8s.io/api/node/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -185,6 +186,63 @@ func TestChartOnARealNode(t *testing.T) {
 	}, 30*time.Second, 100*time.Millisecond, "the chart's exporter's sandbox creation differs from the pod's conditions")
 	t.Logf("sandbox creation of the runc pod %v s, scraped over the pod network at %s; %v after the start",
 		sum["runc"], url, time.Since(began).Round(time.Millisecond))
+
+	// 5. The agent writes podslo.io/Stable on the pod (Ready, no
+	// minReadySeconds, no restart: True at once), and the exporter observes
+	// the pod's stabilization.
+	require.Eventually(t, func() bool {
+		p, err := c.CoreV1().Pods(ns).Get(ctx, "probe", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == "podslo.io/Stable" {
+				return cond.Status == corev1.ConditionTrue && cond.Reason == "MinReadySecondsElapsed"
+			}
+		}
+		return false
+	}, 30*time.Second, 100*time.Millisecond, "the agent never wrote podslo.io/Stable True on the pod")
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		gotCount, _ := histogramByClass(scrape(ct, url)["podslo_pod_stabilization_duration_seconds"])
+		assert.Equal(ct, uint64(1), gotCount["runc"])
+	}, 30*time.Second, 100*time.Millisecond, "the chart's exporter never observed the pod's stabilization")
+
+	// The ValidatingAdmissionPolicy: the agent's token, bound to its pod
+	// and so to this node, may write the conditions of this node's pods
+	// only. Another node, without a kubelet, and a pod bound to it.
+	other := "elsewhere"
+	_, err = c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: other}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = c.CoreV1().Nodes().Delete(context.Background(), other, metav1.DeleteOptions{}) })
+	no := false
+	_, err = c.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stranger"},
+		Spec: corev1.PodSpec{NodeName: other, AutomountServiceAccountToken: &no,
+			Containers: []corev1.Container{{Name: "app", Image: realnode.Image, ImagePullPolicy: corev1.PullNever}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	// No kubelet ever deletes it: forced, before the node's teardown
+	// waits for its pods.
+	t.Cleanup(func() {
+		zero := int64(0)
+		_ = c.CoreV1().Pods(ns).Delete(context.Background(), "stranger", metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	})
+	agents, err := c.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + realnode.NodeName})
+	require.NoError(t, err)
+	var agentPod *corev1.Pod
+	for i := range agents.Items {
+		if agents.Items[i].Spec.ServiceAccountName == agentName {
+			agentPod = &agents.Items[i]
+		}
+	}
+	require.NotNil(t, agentPod, "the agent's pod")
+	asAgent := testenv.ClientFor(t, node.ServiceAccountConfig(t, chartNamespace, agentName, agentPod))
+	err = testenv.PatchStableCondition(asAgent, ns, "stranger")
+	assert.True(t, apierrors.IsForbidden(err), "the agent's token on another node's pod: %v", err)
+	assert.ErrorContains(t, err, "ValidatingAdmissionPolicy '"+agentName+"-node-restriction'")
+	// Last: it writes Stable False on the pod.
+	assert.NoError(t, testenv.PatchStableCondition(asAgent, ns, "probe"), "the agent's token on its own node's pod")
+	t.Logf("Stable written and the admission policy checked %v after the start", time.Since(began).Round(time.Millisecond))
 }
 
 // decodeAll splits helm's output into objects.
