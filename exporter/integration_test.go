@@ -437,14 +437,21 @@ podslo_pod_sandbox_recreations_total{%[8]s} 0
 	})
 }
 
+// scrapeFamilies reads /metrics as text and parses it. Like scrapeText, it
+// takes a require.TestingT, so that an EventuallyWithT tick can call it.
+func scrapeFamilies(t require.TestingT, url string) map[string]*dto.MetricFamily {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
+	require.NoError(t, err)
+	return fams
+}
+
 // eventuallyValue polls /metrics until the first series of family with the
 // given labels has value v.
 func eventuallyValue(t *testing.T, url, family string, labels map[string]string, v float64) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(c, url, "text/plain")))
-		require.NoError(c, err)
+		fams := scrapeFamilies(c, url)
 		require.Contains(c, fams, family)
 		// The sum of the series with these labels: a counter also has a
 		// series at 0 for every other class the exporter knows.
@@ -465,9 +472,7 @@ func eventuallyValue(t *testing.T, url, family string, labels map[string]string,
 func eventuallyExactValue(t *testing.T, url, family string, labels map[string]string, v float64) {
 	t.Helper()
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(c, url, "text/plain")))
-		require.NoError(c, err)
+		fams := scrapeFamilies(c, url)
 		require.Contains(c, fams, family)
 		for _, m := range fams[family].GetMetric() {
 			if len(m.GetLabel()) == len(labels) && hasLabels(m, labels) {

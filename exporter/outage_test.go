@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/podslo/podslo/internal/testenv"
 )
@@ -24,12 +25,7 @@ func TestAPIServerOutage(t *testing.T) {
 	testenv.CreateNamespace(t, c, "outage", nil)
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
 
-	base := time.Now().Add(-time.Minute).Truncate(time.Second)
-	before := testenv.CreatePod(t, c, "outage", podSpec{name: "before", team: "a"}.pod())
-	kubelet(t, c, before, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(2*time.Second)))
-	const name = "podslo_sandbox_creation_duration_seconds"
-	header := "# HELP " + name + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + name + " histogram\n"
-	eventuallyMetrics(t, url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2), name)
+	base, header := observedBeforeOutage(t, c, url)
 
 	env.KillAPIServer(t)
 	// Wait until the API server is really gone, then check that podslo
@@ -44,14 +40,14 @@ func TestAPIServerOutage(t *testing.T) {
 		resp.Body.Close()
 		assert.Equal(t, http.StatusOK, resp.StatusCode, "%s during the outage", path)
 	}
-	require.NoError(t, scrapeAndCompare(t, url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2), name))
+	require.NoError(t, scrapeAndCompare(t, url, header+histogramText(outageFamily, `runtime_class="none",storage_class="none"`, 2), outageFamily))
 
 	env.StartAPIServer(t)
 	after := testenv.CreatePod(t, c, "outage", podSpec{name: "after", team: "a"}.pod())
 	kubelet(t, c, after, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
 	// The informers re-list after the outage: "before" is seen again and
 	// must not be observed twice.
-	eventuallyMetrics(t, url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2, 5), name)
+	eventuallyMetrics(t, url, header+histogramText(outageFamily, `runtime_class="none",storage_class="none"`, 2, 5), outageFamily)
 }
 
 // TestAPIServerOutageIsLoggedAndShort: the exporter says when the API
@@ -66,12 +62,7 @@ func TestAPIServerOutageIsLoggedAndShort(t *testing.T) {
 	logs := newLogLines(t)
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), Logger: logs.logger()})
 
-	base := time.Now().Add(-time.Minute).Truncate(time.Second)
-	before := testenv.CreatePod(t, c, "outage", podSpec{name: "before", team: "a"}.pod())
-	kubelet(t, c, before, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(2*time.Second)))
-	const name = "podslo_sandbox_creation_duration_seconds"
-	header := "# HELP " + name + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + name + " histogram\n"
-	eventuallyMetrics(t, url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2), name)
+	base, header := observedBeforeOutage(t, c, url)
 
 	env.KillAPIServer(t)
 	logs.wait(t, "API server unreachable", "err=")
@@ -88,7 +79,24 @@ func TestAPIServerOutageIsLoggedAndShort(t *testing.T) {
 	kubelet(t, c, after, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(5*time.Second)))
 	// Within 6 s of the server's return (reconnectBackoff: at most 3 s
 	// between tries, then a relist).
-	eventuallyMetricsWithin(t, time.Until(back.Add(6*time.Second)), url, header+histogramText(name, `runtime_class="none",storage_class="none"`, 2, 5), name)
+	eventuallyMetricsWithin(t, time.Until(back.Add(6*time.Second)), url, header+histogramText(outageFamily, `runtime_class="none",storage_class="none"`, 2, 5), outageFamily)
 	t.Logf("pod events handled again %v after the API server's return", time.Since(back).Round(10*time.Millisecond))
 	logs.wait(t, "API server reachable again")
+}
+
+// outageFamily is the family the outage tests follow.
+const outageFamily = "podslo_sandbox_creation_duration_seconds"
+
+// observedBeforeOutage makes a pod whose sandbox was ready 2 s after its
+// scheduling and waits until the exporter at url observed it. It returns
+// the scheduling time, for the pods created after the outage, and the
+// family's exposition header.
+func observedBeforeOutage(t *testing.T, c kubernetes.Interface, url string) (time.Time, string) {
+	t.Helper()
+	base := time.Now().Add(-time.Minute).Truncate(time.Second)
+	before := testenv.CreatePod(t, c, "outage", podSpec{name: "before", team: "a"}.pod())
+	kubelet(t, c, before, condAt(corev1.PodScheduled, corev1.ConditionTrue, base), condAt(corev1.PodReadyToStartContainers, corev1.ConditionTrue, base.Add(2*time.Second)))
+	header := "# HELP " + outageFamily + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + outageFamily + " histogram\n"
+	eventuallyMetrics(t, url, header+histogramText(outageFamily, `runtime_class="none",storage_class="none"`, 2), outageFamily)
+	return base, header
 }

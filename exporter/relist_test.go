@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -173,9 +171,7 @@ func proxiedKubeconfig(t *testing.T, kubeconfig, addr string) string {
 // perPodUIDs reads every per-pod series of /metrics: family to pod name to
 // the UIDs it has series for.
 func perPodUIDs(t require.TestingT, url string) map[string]map[string][]string {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
-	require.NoError(t, err)
+	fams := scrapeFamilies(t, url)
 	out := map[string]map[string][]string{}
 	for name, f := range fams {
 		if !strings.HasPrefix(name, "podslo_pod_") {
@@ -207,9 +203,7 @@ func perPodUIDs(t require.TestingT, url string) map[string]map[string][]string {
 // counterValue reads one series of a counter or gauge family, 0 when it is
 // absent.
 func counterValue(t require.TestingT, url, family string, labels map[string]string) float64 {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
-	require.NoError(t, err)
+	fams := scrapeFamilies(t, url)
 	for _, m := range fams[family].GetMetric() {
 		if hasLabels(m, labels) {
 			return m.GetCounter().GetValue() + m.GetGauge().GetValue()

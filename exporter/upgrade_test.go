@@ -9,8 +9,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -28,9 +26,7 @@ const (
 // sliSeries scrapes url and returns the value of every series of the SLI
 // families (histogram buckets, sums and counts included), by series text.
 func sliSeries(t require.TestingT, url string) map[string]float64 {
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(strings.NewReader(scrapeText(t, url, "text/plain")))
-	require.NoError(t, err)
+	fams := scrapeFamilies(t, url)
 	out := map[string]float64{}
 	for name, f := range fams {
 		if !strings.HasPrefix(name, "podslo_") || strings.HasPrefix(name, "podslo_store_") || strings.HasPrefix(name, "podslo_build") ||
