@@ -131,11 +131,11 @@ func TestNodeAndOwnerDimensionsOnRealAPIServer(t *testing.T) {
 	sandboxIn("once-x", "node-a", jobRef(once), 6*time.Second)
 	sandboxIn("db-0", "node-a", controllerRef("apps/v1", "StatefulSet", "db", "statefulset-uid"), 8*time.Second)
 	sandboxIn("bare-x", "node-a", rsRef(bare), 10*time.Second)
-	// An owner created while the exporter runs: its pod is created once
-	// the watch has it, as the ReplicaSet controller creates pods only
+	// An owner created while the exporter runs (the third ReplicaSet the
+	// watch adds): its pod is created once the watch has it, as the ReplicaSet controller creates pods only
 	// after their ReplicaSet.
 	web2 := createReplicaSet(t, c, ns, "web-2", controllerRef("apps/v1", "Deployment", "web", "deployment-uid"))
-	eventuallyValue(t, url, "podslo_informer_events_total", map[string]string{"resource": "replicasets", "event": "add"}, 1)
+	eventuallyValue(t, url, "podslo_informer_events_total", map[string]string{"resource": "replicasets", "event": "add"}, 3)
 	sandboxIn("web-2-a", "node-a", rsRef(web2), 20*time.Second)
 
 	// The Deployment is deleted: the garbage collector deletes its

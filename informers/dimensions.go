@@ -157,6 +157,7 @@ func (n *nodeLabels) Delete(obj any) error {
 	return nil
 }
 
+// Replace is a list, which replaces the nodes whole.
 func (n *nodeLabels) Replace(list []any, _ string) error {
 	byName := make(map[string]map[string]string, len(list))
 	for _, obj := range list {
@@ -167,10 +168,30 @@ func (n *nodeLabels) Replace(list []any, _ string) error {
 		byName[m.Name] = pick(m.Labels, n.keys)
 	}
 	n.mu.Lock()
+	old := n.byName
 	n.byName = byName
 	n.mu.Unlock()
+	countList(n.onEvent, byName, old)
 	n.synced.Store(true)
 	return nil
+}
+
+// countList counts a list's events as a shared informer's handlers would
+// see them: an add for each object it did not know, an update for each it
+// did, and a delete for each it no longer has.
+func countList[K comparable, V any](onEvent func(string), listed, known map[K]V) {
+	for k := range listed {
+		if _, ok := known[k]; ok {
+			onEvent("update")
+		} else {
+			onEvent("add")
+		}
+	}
+	for k := range known {
+		if _, ok := listed[k]; !ok {
+			onEvent("delete")
+		}
+	}
 }
 
 func (n *nodeLabels) Resync() error   { return nil }
@@ -273,6 +294,14 @@ func (o *owners) Replace(list []any, _ string) error {
 		byUID[m.UID] = ownerEntry{controller: controllerKind(m.OwnerReferences)}
 	}
 	o.mu.Lock()
+	existing := make(map[types.UID]ownerEntry, len(o.byUID))
+	for uid, e := range o.byUID {
+		if e.deleted == 0 {
+			existing[uid] = e
+		}
+	}
+	// Counted before the deleted ones join the list's.
+	countList(o.onEvent, byUID, existing)
 	for uid, e := range o.byUID {
 		if _, ok := byUID[uid]; !ok {
 			if e.deleted == 0 {
