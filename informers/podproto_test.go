@@ -19,7 +19,7 @@ import (
 )
 
 // trimmers are the trim's configurations that change what it keeps.
-func trimmers(t *testing.T) map[string]*trimmer {
+func trimmers(t testing.TB) map[string]*trimmer {
 	out := map[string]*trimmer{}
 	for name, opts := range map[string]Options{
 		"defaults": {},
