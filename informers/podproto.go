@@ -262,8 +262,39 @@ func (d *podFields) ownerReference(f field) error {
 	if err != nil || !controller || len(d.out.OwnerReferences) > 0 {
 		return err
 	}
-	d.out.OwnerReferences = []metav1.OwnerReference{{APIVersion: string(apiVersion), Kind: string(kind), UID: types.UID(uid), Controller: &isController}}
+	d.out.OwnerReferences = []metav1.OwnerReference{{APIVersion: ownerAPIVersion(apiVersion), Kind: ownerKind(kind), UID: types.UID(uid), Controller: &isController}}
 	return nil
+}
+
+// ownerAPIVersion and ownerKind are a controller reference's API version
+// and kind, without a copy for the common ones (the switch on a
+// conversion does not allocate).
+func ownerAPIVersion(b []byte) string {
+	switch string(b) {
+	case "apps/v1":
+		return "apps/v1"
+	case "batch/v1":
+		return "batch/v1"
+	case "v1":
+		return "v1"
+	}
+	return string(b)
+}
+
+func ownerKind(b []byte) string {
+	switch string(b) {
+	case "ReplicaSet":
+		return "ReplicaSet"
+	case "StatefulSet":
+		return "StatefulSet"
+	case "DaemonSet":
+		return "DaemonSet"
+	case "Job":
+		return "Job"
+	case "Node":
+		return "Node"
+	}
+	return string(b)
 }
 
 func (d *podFields) label(k, v []byte) {
