@@ -146,3 +146,9 @@ func TestInternKind(t *testing.T) {
 	assert.Equal(t, "Workflow", a)
 	assert.Equal(t, unsafe.StringData(a), unsafe.StringData(b), "one copy of a kind")
 }
+
+// TestNodeSelector: per-node mode watches its own node only.
+func TestNodeSelector(t *testing.T) {
+	assert.Equal(t, "metadata.name=node-a", nodeSelector("node-a"))
+	assert.Equal(t, "", nodeSelector(""), "every node")
+}
