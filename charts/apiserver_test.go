@@ -64,6 +64,7 @@ func TestOnAPIServer(t *testing.T) {
 	t.Run("install modes", func(t *testing.T) { testInstallModes(t, env, a) })
 	t.Run("namespaced exporter RBAC", func(t *testing.T) { testNamespacedRBAC(t, env, a) })
 	t.Run("autosharding RBAC", func(t *testing.T) { testAutoshardingRBAC(t, env, a) })
+	t.Run("histogram label RBAC", func(t *testing.T) { testHistogramLabelRBAC(t, env, a) })
 }
 
 // applier applies unstructured objects with server-side apply, as

@@ -91,6 +91,8 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 		Lifecycle:           cfg.lifecycle,
 		PodLabels:           cfg.keepLabels,
 		PodAnnotations:      cfg.keepAnnotations,
+		NodeLabels:          cfg.nodeLabels,
+		OwnerKind:           cfg.ownerKind,
 		UserErrorEventRegex: o.UserErrorEventRegex,
 		PodLabelsHandler:    c.netpols.podLabels(),
 		OnEvent:             onEvent,

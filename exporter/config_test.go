@@ -46,10 +46,28 @@ func TestNewResolvesOneConfig(t *testing.T) {
 
 func TestNewRejectsHistogramLabels(t *testing.T) {
 	for spec, want := range map[string]string{
-		"team":              `--histogram-label "team": want NAME=label:KEY or NAME=annotation:KEY`,
+		"team":              `--histogram-label "team": want NAME=label:KEY, NAME=annotation:KEY, NAME=node-label:KEY or NAME=owner-kind`,
 		"phase=label:phase": `--histogram-label: histogram label name "phase" is used twice or clashes with a built-in label`,
 	} {
 		_, err := New(Options{StateDir: store.InMemory, HistogramLabels: []string{spec}})
 		assert.ErrorContains(t, err, want, spec)
 	}
+}
+
+// TestNewResolvesDimensionWatches: the Node watch keeps exactly the node
+// label keys, the ReplicaSet and Job watches run only for owner-kind, and
+// neither key reaches the pod trim.
+func TestNewResolvesDimensionWatches(t *testing.T) {
+	e, err := New(Options{StateDir: store.InMemory, HistogramLabels: []string{"zone=node-label:topology.kubernetes.io/zone", "kind=owner-kind", "team=label:team"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"topology.kubernetes.io/zone"}, e.cfg.nodeLabels)
+	assert.True(t, e.cfg.ownerKind)
+	assert.Equal(t, []string{"team"}, e.cfg.keepLabels)
+	assert.Empty(t, e.cfg.keepAnnotations)
+	assert.Equal(t, []string{"zone", "kind", "team"}, e.cfg.labels.Histogram)
+
+	e, err = New(Options{StateDir: store.InMemory, HistogramLabels: []string{"team=label:team"}})
+	require.NoError(t, err)
+	assert.Empty(t, e.cfg.nodeLabels, "no Node watch")
+	assert.False(t, e.cfg.ownerKind, "no ReplicaSet or Job watch")
 }

@@ -39,6 +39,11 @@ type config struct {
 	// keepLabels and keepAnnotations are what the pod trim keeps: the
 	// --pod-label keys and the --histogram-label sources.
 	keepLabels, keepAnnotations []string
+	// nodeLabels are the node label keys the Node watch keeps, and
+	// ownerKind whether the ReplicaSet and Job watches run: both for
+	// --histogram-label, neither watch runs without them.
+	nodeLabels []string
+	ownerKind  bool
 }
 
 // resolveConfig builds the configuration from defaulted, validated options.
@@ -59,6 +64,8 @@ func resolveConfig(o *Options) (config, error) {
 		labels:          podslocollectors.Labels{Pod: o.PodLabels, Histogram: histogramLabels.Names()},
 		keepLabels:      append(append([]string(nil), o.PodLabels...), histogramKeys...),
 		keepAnnotations: keepAnnotations,
+		nodeLabels:      histogramLabels.NodeLabelKeys(),
+		ownerKind:       histogramLabels.OwnerKind(),
 	}, nil
 }
 

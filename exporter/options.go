@@ -62,8 +62,10 @@ type Options struct {
 	// PodLabels are pod label keys copied onto per-pod series as
 	// label_<sanitized key>. Default none.
 	PodLabels []string
-	// HistogramLabels are NAME=label:KEY or NAME=annotation:KEY extra
-	// dimensions of the aggregated series. Default none.
+	// HistogramLabels are extra dimensions of the aggregated series:
+	// NAME=label:KEY or NAME=annotation:KEY (the pod's), NAME=node-label:KEY
+	// (its node's label, through a Node watch) or NAME=owner-kind (its
+	// workload kind, through ReplicaSet and Job watches). Default none.
 	HistogramLabels []string
 	// MaxObservationAge: a first event older than this when first seen is
 	// remembered but not observed. Default 1h.
@@ -127,7 +129,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.BoolVar(o.PerPodMetrics, "per-pod-metrics", true, "Export per-pod series")
 	fs.StringArrayVar(&o.PodLabels, "pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
-	fs.StringArrayVar(&o.HistogramLabels, "histogram-label", nil, "Extra histogram dimension NAME=label:KEY or NAME=annotation:KEY (repeatable)")
+	fs.StringArrayVar(&o.HistogramLabels, "histogram-label", nil, "Extra histogram dimension NAME=label:KEY, NAME=annotation:KEY (the pod's), NAME=node-label:KEY (the pod's node's) or NAME=owner-kind (the pod's workload kind) (repeatable)")
 	fs.DurationVar(&o.MaxObservationAge, "max-observation-age", lifecycle.DefaultMaxObservationAge, "A first event older than this when first seen is remembered but not observed")
 	sandboxTypes := make([]string, 0, len(lifecycle.DefaultSandboxConditionTypes))
 	for _, t := range lifecycle.DefaultSandboxConditionTypes {

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
@@ -74,6 +75,21 @@ type Options struct {
 	RESTConfig *rest.Config
 	// Logger receives the watcher's logs. Default: discard.
 	Logger *slog.Logger
+	// NodeLabels are the node label keys the histogram labels read
+	// (--histogram-label NAME=node-label:KEY): with any, a metadata watch
+	// of Nodes keeps these labels of each node, and every pod is delivered
+	// with its node's (lifecycle.Pod.NodeLabels). Default none: no Node
+	// watch.
+	NodeLabels []string
+	// OwnerKind resolves every pod's workload kind
+	// (lifecycle.Pod.OwnerKind, --histogram-label NAME=owner-kind) through
+	// metadata watches of ReplicaSets and Jobs. Default false: neither
+	// watch runs.
+	OwnerKind bool
+	// Metadata is the client of the Node, ReplicaSet and Job watches.
+	// Default: one made from RESTConfig; New fails without either when
+	// NodeLabels or OwnerKind needs it.
+	Metadata metadata.Interface
 	// Scope narrows the watches: pods, PVCs and events by namespace (one
 	// watch per allowed namespace, a field selector for denied ones), pods
 	// by node, and pods and events by shard (client-side). StorageClasses
@@ -113,6 +129,11 @@ type Watcher struct {
 	// storageClasses is the StorageClass lister once Start made it, for
 	// StorageClasses, which the collectors call at scrape time.
 	storageClasses atomic.Pointer[storagelisters.StorageClassLister]
+	// nodes and owners resolve the node and workload dimensions; nil
+	// when none is configured. Start sets them before any pod is
+	// delivered.
+	nodes  *nodeLabels
+	owners *ownerResolver
 }
 
 // StorageClasses returns the names of the cluster's StorageClasses in the
@@ -152,6 +173,7 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 	for _, k := range opts.PodLabels {
 		t.podLabels[k] = true
 	}
+	t.controllerRef = opts.OwnerKind
 	t.allPodLabels = opts.PodLabelsHandler != nil
 	for _, k := range opts.PodAnnotations {
 		t.podAnnotations[k] = true
@@ -169,6 +191,16 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 		if w.pods, err = newPodClient(opts.RESTConfig, t); err != nil {
 			return nil, err
 		}
+	}
+	if (len(opts.NodeLabels) > 0 || opts.OwnerKind) && opts.Metadata == nil {
+		if opts.RESTConfig == nil {
+			return nil, errors.New("the node-label and owner-kind histogram labels need a metadata client: set Options.Metadata or Options.RESTConfig")
+		}
+		md, err := metadata.NewForConfig(opts.RESTConfig)
+		if err != nil {
+			return nil, fmt.Errorf("create metadata client: %w", err)
+		}
+		w.opts.Metadata = md
 	}
 	return w, nil
 }
@@ -223,12 +255,14 @@ func (w *Watcher) Start(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	synced = append(synced, w.startDimensions(ctx, &wg, namespaces, nsSelector)...)
 	for _, ew := range eventWatches {
 		wg.Go(func() { ew.ctrl.RunWithContext(ctx) })
 	}
-	// PVCs, classes and FailedMount events first, so that the first pass
-	// over the pods already resolves every storage class and knows every
-	// user error.
+	// PVCs, classes, FailedMount events, and the Node, ReplicaSet and Job
+	// watches first, so that the first pass over the pods already resolves
+	// every storage class, node label and owner kind, and knows every user
+	// error.
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return stopped(ctx)
 	}
@@ -334,10 +368,54 @@ func (w *Watcher) counter(resource string) cache.ResourceEventHandler {
 	}
 }
 
-// deliver resolves the pod's classes and hands it on.
-func (w *Watcher) deliver(pod *lifecycle.Pod) {
+// startDimensions starts the Node watch and the ReplicaSet and Job watches
+// of each watched namespace, those the configuration needs, and returns
+// their HasSynced.
+func (w *Watcher) startDimensions(ctx context.Context, wg *sync.WaitGroup, namespaces []string, nsSelector string) []cache.InformerSynced {
+	var synced []cache.InformerSynced
+	md := w.opts.Metadata
+	if len(w.opts.NodeLabels) > 0 {
+		nodes := newNodeLabels(w.opts.NodeLabels, func(e string) { w.opts.OnEvent("nodes", e) })
+		wg.Go(func() {
+			runMetadataReflector(ctx, md, nodesResource, metav1.NamespaceAll, nodeSelector(w.opts.Scope.Node), nodes)
+		})
+		synced = append(synced, nodes.HasSynced)
+		w.nodes = nodes
+	}
+	if w.opts.OwnerKind {
+		r := &ownerResolver{replicaSets: map[string]*owners{}, jobs: map[string]*owners{}}
+		for _, ns := range namespaces {
+			for resource, byNamespace := range map[string]map[string]*owners{"replicasets": r.replicaSets, "jobs": r.jobs} {
+				gvr := replicaSetsResource
+				if resource == "jobs" {
+					gvr = jobsResource
+				}
+				o := newOwners(time.Now, func(e string) { w.opts.OnEvent(resource, e) })
+				byNamespace[ns] = o
+				wg.Go(func() { runMetadataReflector(ctx, md, gvr, ns, nsSelector, o) })
+				synced = append(synced, o.HasSynced)
+			}
+		}
+		w.owners = r
+	}
+	return synced
+}
+
+// resolve sets the pod's classes and dimensions.
+func (w *Watcher) resolve(pod *lifecycle.Pod) {
 	pod.RuntimeClass = RuntimeClass(pod)
 	pod.StorageClass = w.classes.StorageClass(pod)
+	if w.nodes != nil {
+		pod.NodeLabels = w.nodes.of(pod.NodeName)
+	}
+	if w.owners != nil {
+		pod.OwnerKind = w.owners.kind(pod)
+	}
+}
+
+// deliver resolves the pod's classes and dimensions and hands it on.
+func (w *Watcher) deliver(pod *lifecycle.Pod) {
+	w.resolve(pod)
 	w.handler.Pod(pod)
 }
 
@@ -347,8 +425,7 @@ func (w *Watcher) deletePod(obj any) {
 	}
 	switch pod := obj.(type) {
 	case *lifecycle.Pod:
-		pod.RuntimeClass = RuntimeClass(pod)
-		pod.StorageClass = w.classes.StorageClass(pod)
+		w.resolve(pod)
 		w.handler.Deleted(pod.UID, klogRef(pod), pod)
 	case *podRef:
 		// Deleted while the watch was down (a relist no longer has it, or

@@ -218,6 +218,10 @@ func (d *podFields) meta(f field) (err error) {
 		var s int64
 		s, err = f.varint()
 		m.DeletionGracePeriodSeconds = &s
+	case 13: // ownerReferences
+		if d.t.controllerRef {
+			return d.ownerReference(f)
+		}
 	case 11, 12: // labels, annotations
 		var k, v []byte
 		if k, v, err = mapEntry(f); err == nil {
@@ -229,6 +233,68 @@ func (d *podFields) meta(f field) (err error) {
 		}
 	}
 	return err
+}
+
+// isController is the Controller of every kept owner reference.
+var isController = true
+
+// ownerReference keeps the pod's first controller reference (the API
+// server refuses a second), and of it only what the owner-kind resolution
+// reads: API version, kind and UID.
+func (d *podFields) ownerReference(f field) error {
+	var apiVersion, kind, uid []byte
+	controller := false
+	err := eachFieldOf(f, func(f field) (err error) {
+		switch f.num {
+		case 1:
+			kind, err = f.bytes()
+		case 4:
+			uid, err = f.bytes()
+		case 5:
+			apiVersion, err = f.bytes()
+		case 6:
+			var v int64
+			v, err = f.varint()
+			controller = v != 0
+		}
+		return err
+	})
+	if err != nil || !controller || len(d.out.OwnerReferences) > 0 {
+		return err
+	}
+	d.out.OwnerReferences = []metav1.OwnerReference{{APIVersion: ownerAPIVersion(apiVersion), Kind: ownerKind(kind), UID: types.UID(uid), Controller: &isController}}
+	return nil
+}
+
+// ownerAPIVersion and ownerKind are a controller reference's API version
+// and kind, without a copy for the common ones (the switch on a
+// conversion does not allocate).
+func ownerAPIVersion(b []byte) string {
+	switch string(b) {
+	case "apps/v1":
+		return "apps/v1"
+	case "batch/v1":
+		return "batch/v1"
+	case "v1":
+		return "v1"
+	}
+	return string(b)
+}
+
+func ownerKind(b []byte) string {
+	switch string(b) {
+	case "ReplicaSet":
+		return "ReplicaSet"
+	case "StatefulSet":
+		return "StatefulSet"
+	case "DaemonSet":
+		return "DaemonSet"
+	case "Job":
+		return "Job"
+	case "Node":
+		return "Node"
+	}
+	return string(b)
 }
 
 func (d *podFields) label(k, v []byte) {

@@ -12,13 +12,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
+	metadatafake "k8s.io/client-go/metadata/fake"
 	"sigs.k8s.io/randfill"
 
 	"github.com/podslo/podslo/lifecycle"
 )
 
 // trimmers are the trim's configurations that change what it keeps.
-func trimmers(t *testing.T) map[string]*trimmer {
+func trimmers(t testing.TB) map[string]*trimmer {
 	out := map[string]*trimmer{}
 	for name, opts := range map[string]Options{
 		"defaults": {},
@@ -27,7 +28,9 @@ func trimmers(t *testing.T) map[string]*trimmer {
 			Lifecycle: lifecycle.Config{SandboxConditionTypes: []corev1.PodConditionType{"example.com/SandboxReady"}, StableConditionType: "example.com/Stable"},
 		},
 		"every label": {PodLabels: []string{"app"}, PodLabelsHandler: nopLabels{}},
+		"owner kind":  {OwnerKind: true, NodeLabels: []string{"zone"}},
 	} {
+		opts.Metadata = metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
 		w, err := New(fake.NewClientset(), nil, opts)
 		require.NoError(t, err)
 		out[name] = w.trim
@@ -53,6 +56,13 @@ func randomPod(f *randfill.Filler, r *rand.Rand) *corev1.Pod {
 		p.Annotations = map[string]string{"owner": "me", metav1.InitialEventsAnnotationKey: "true", "other": "y"}
 	}
 	types := []string{"Ready", "Initialized", "PodScheduled", "PodReadyToStartContainers", "ContainersReady", "example.com/SandboxReady", "example.com/Stable", "podslo.io/Stable", "Other"}
+	// A controller reference among others, first or not, and references
+	// that say nothing or false.
+	if len(p.OwnerReferences) > 0 && r.Intn(2) == 0 {
+		yes := true
+		ref := &p.OwnerReferences[r.Intn(len(p.OwnerReferences))]
+		ref.Controller, ref.Kind, ref.APIVersion = &yes, kept(r, "ReplicaSet", "StatefulSet", "Job"), kept(r, "apps/v1", "batch/v1")
+	}
 	for i := range p.Status.Conditions {
 		c := &p.Status.Conditions[i]
 		c.Type = corev1.PodConditionType(kept(r, types...))
@@ -290,6 +300,12 @@ func (t *trimmer) reference(p *corev1.Pod) *lifecycle.Pod {
 	}
 	out.DeletionTimestamp = p.DeletionTimestamp
 	out.DeletionGracePeriodSeconds = p.DeletionGracePeriodSeconds
+	if t.controllerRef {
+		if ref := metav1.GetControllerOfNoCopy(p); ref != nil {
+			yes := true
+			out.OwnerReferences = []metav1.OwnerReference{{APIVersion: ref.APIVersion, Kind: ref.Kind, UID: ref.UID, Controller: &yes}}
+		}
+	}
 	if rc := p.Spec.RuntimeClassName; rc != nil {
 		out.RuntimeClassName = *rc
 	}

@@ -22,6 +22,9 @@ type trimmer struct {
 	// allPodLabels keeps every label of a pod, for counting the pods a
 	// NetworkPolicy selects.
 	allPodLabels bool
+	// controllerRef keeps a pod's controller reference (its API version,
+	// kind and UID), which the owner-kind resolution reads.
+	controllerRef bool
 	// conditionTypes maps each condition type podslo reads to itself, so
 	// that the cached pods share one copy of each type string.
 	conditionTypes map[corev1.PodConditionType]corev1.PodConditionType

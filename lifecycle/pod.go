@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"maps"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +41,14 @@ type Pod struct {
 	// storage_class label values, resolved by the watch when it delivers
 	// the pod (the storage class needs the PVC and StorageClass caches).
 	RuntimeClass, StorageClass string
+	// NodeLabels are the labels of the pod's node that the histogram
+	// labels read (--histogram-label NAME=node-label:KEY), as the Node
+	// watch shows them when it delivers the pod; nil when none is
+	// configured or the node is unknown. Shared with the watch: read only.
+	NodeLabels map[string]string
+	// OwnerKind is the pod's workload kind (--histogram-label
+	// NAME=owner-kind), resolved by the watch; empty when not configured.
+	OwnerKind string
 }
 
 // Condition is a pod condition without the human-readable reason and
@@ -94,5 +104,6 @@ func (p *Pod) DeepCopyObject() runtime.Object {
 		}
 	}
 	c.Conditions = append([]Condition(nil), p.Conditions...)
+	c.NodeLabels = maps.Clone(p.NodeLabels)
 	return &c
 }

@@ -103,6 +103,6 @@ func (r *routing) meta(pod *lifecycle.Pod) *store.PodMeta {
 			m.PodLabels[i] = pod.Labels[k]
 		}
 	}
-	m.HistogramLabels = r.histogramLabels.Values(pod.Labels, pod.Annotations)
+	m.HistogramLabels = r.histogramLabels.Values(pod)
 	return m
 }

@@ -360,7 +360,7 @@ func TestValidate(t *testing.T) {
 		{sli.HistogramLabels{{Name: "__team", Source: sli.FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
 		{sli.HistogramLabels{{Name: "runtime_class", Source: sli.FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
 		{sli.HistogramLabels{{Name: "a", Source: sli.FromLabel, Key: "x"}, {Name: "a", Source: sli.FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
-		{sli.HistogramLabels{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label" or "annotation", got "field"`},
+		{sli.HistogramLabels{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label", "annotation", "node-label" or "owner-kind", got "field"`},
 		{sli.HistogramLabels{{Name: "a", Source: sli.FromLabel}}, `histogram label "a": key must not be empty`},
 	}
 	for _, tt := range tests {

@@ -14,10 +14,18 @@ type LabelSource string
 const (
 	FromLabel      LabelSource = "label"
 	FromAnnotation LabelSource = "annotation"
+	// FromNodeLabel is a label of the pod's node (spec.nodeName), as the
+	// Node watch shows it when the pod's update is handled.
+	FromNodeLabel LabelSource = "node-label"
+	// FromOwnerKind is the pod's workload kind, resolved through its
+	// controller (lifecycle.Pod.OwnerKind). It takes no key.
+	FromOwnerKind LabelSource = "owner-kind"
 )
 
 // HistogramLabel is one extra dimension of the aggregated series, read from a
-// pod label or annotation (--histogram-label NAME=label:KEY).
+// pod label or annotation (--histogram-label NAME=label:KEY), a label of the
+// pod's node (NAME=node-label:KEY), or the pod's workload kind
+// (NAME=owner-kind, no Key).
 type HistogramLabel struct {
 	Name   string
 	Source LabelSource
@@ -31,15 +39,20 @@ type HistogramLabel struct {
 // everything that writes or reads those positions goes through this type.
 type HistogramLabels []HistogramLabel
 
-// ParseHistogramLabels parses and validates NAME=label:KEY and
-// NAME=annotation:KEY, the --histogram-label syntax.
+// ParseHistogramLabels parses and validates NAME=label:KEY,
+// NAME=annotation:KEY, NAME=node-label:KEY and NAME=owner-kind, the
+// --histogram-label syntax.
 func ParseHistogramLabels(specs []string) (HistogramLabels, error) {
 	out := make(HistogramLabels, 0, len(specs))
 	for _, s := range specs {
 		name, src, ok := strings.Cut(s, "=")
+		if ok && name != "" && src == string(FromOwnerKind) {
+			out = append(out, HistogramLabel{Name: name, Source: FromOwnerKind})
+			continue
+		}
 		source, key, ok2 := strings.Cut(src, ":")
 		if !ok || !ok2 || name == "" || key == "" {
-			return nil, fmt.Errorf("--histogram-label %q: want NAME=label:KEY or NAME=annotation:KEY", s)
+			return nil, fmt.Errorf("--histogram-label %q: want NAME=label:KEY, NAME=annotation:KEY, NAME=node-label:KEY or NAME=owner-kind", s)
 		}
 		out = append(out, HistogramLabel{Name: name, Source: LabelSource(source), Key: key})
 	}
@@ -72,11 +85,17 @@ func (h HistogramLabels) Validate() error {
 			return fmt.Errorf("histogram label name %q is used twice or clashes with a built-in label", l.Name)
 		}
 		seen[l.Name] = true
-		if l.Source != FromLabel && l.Source != FromAnnotation {
-			return fmt.Errorf("histogram label %q: source must be %q or %q, got %q", l.Name, FromLabel, FromAnnotation, l.Source)
-		}
-		if l.Key == "" {
-			return fmt.Errorf("histogram label %q: key must not be empty", l.Name)
+		switch l.Source {
+		case FromLabel, FromAnnotation, FromNodeLabel:
+			if l.Key == "" {
+				return fmt.Errorf("histogram label %q: key must not be empty", l.Name)
+			}
+		case FromOwnerKind:
+			if l.Key != "" {
+				return fmt.Errorf("histogram label %q: %s takes no key, got %q", l.Name, FromOwnerKind, l.Key)
+			}
+		default:
+			return fmt.Errorf("histogram label %q: source must be %q, %q, %q or %q, got %q", l.Name, FromLabel, FromAnnotation, FromNodeLabel, FromOwnerKind, l.Source)
 		}
 	}
 	return nil
@@ -98,27 +117,57 @@ func (h HistogramLabels) Names() []string {
 // what the pod trim must keep.
 func (h HistogramLabels) Keys() (labels, annotations []string) {
 	for _, l := range h {
-		if l.Source == FromLabel {
+		switch l.Source {
+		case FromLabel:
 			labels = append(labels, l.Key)
-		} else {
+		case FromAnnotation:
 			annotations = append(annotations, l.Key)
 		}
 	}
 	return labels, annotations
 }
 
+// NodeLabelKeys are the node label keys the values are read from: what the
+// Node watch keeps of each node. None: no Node watch is needed.
+func (h HistogramLabels) NodeLabelKeys() []string {
+	var keys []string
+	for _, l := range h {
+		if l.Source == FromNodeLabel {
+			keys = append(keys, l.Key)
+		}
+	}
+	return keys
+}
+
+// OwnerKind reports whether a label reads the pod's workload kind: the
+// watch then resolves it (lifecycle.Pod.OwnerKind).
+func (h HistogramLabels) OwnerKind() bool {
+	for _, l := range h {
+		if l.Source == FromOwnerKind {
+			return true
+		}
+	}
+	return false
+}
+
 // Values reads a pod's values, in order; nil for none. A missing label or
-// annotation is the empty value.
-func (h HistogramLabels) Values(podLabels, podAnnotations map[string]string) []string {
+// annotation, and a node label of a pod whose node is unknown or lacks
+// it, is the empty value.
+func (h HistogramLabels) Values(pod *lifecycle.Pod) []string {
 	if len(h) == 0 {
 		return nil
 	}
 	out := make([]string, len(h))
 	for i, l := range h {
-		if l.Source == FromLabel {
-			out[i] = podLabels[l.Key]
-		} else {
-			out[i] = podAnnotations[l.Key]
+		switch l.Source {
+		case FromLabel:
+			out[i] = pod.Labels[l.Key]
+		case FromAnnotation:
+			out[i] = pod.Annotations[l.Key]
+		case FromNodeLabel:
+			out[i] = pod.NodeLabels[l.Key]
+		case FromOwnerKind:
+			out[i] = pod.OwnerKind
 		}
 	}
 	return out

@@ -5,6 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podslo/podslo/lifecycle"
 )
@@ -18,10 +19,16 @@ func TestParseHistogramLabels(t *testing.T) {
 		{nil, HistogramLabels{}, ""},
 		{[]string{"team=label:team", "tier=annotation:example.com/tier"},
 			HistogramLabels{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromAnnotation, Key: "example.com/tier"}}, ""},
-		{[]string{"team"}, nil, `--histogram-label "team": want NAME=label:KEY or NAME=annotation:KEY`},
-		{[]string{"team=label:"}, nil, `--histogram-label "team=label:": want NAME=label:KEY or NAME=annotation:KEY`},
-		{[]string{"=label:team"}, nil, `--histogram-label "=label:team": want NAME=label:KEY or NAME=annotation:KEY`},
-		{[]string{"team=field:team"}, nil, `--histogram-label: histogram label "team": source must be "label" or "annotation", got "field"`},
+		{[]string{"team"}, nil, `--histogram-label "team": want NAME=label:KEY, NAME=annotation:KEY, NAME=node-label:KEY or NAME=owner-kind`},
+		{[]string{"team=label:"}, nil, `--histogram-label "team=label:": want NAME=label:KEY, NAME=annotation:KEY, NAME=node-label:KEY or NAME=owner-kind`},
+		{[]string{"=label:team"}, nil, `--histogram-label "=label:team": want NAME=label:KEY, NAME=annotation:KEY, NAME=node-label:KEY or NAME=owner-kind`},
+		{[]string{"team=field:team"}, nil, `--histogram-label: histogram label "team": source must be "label", "annotation", "node-label" or "owner-kind", got "field"`},
+		{[]string{"zone=node-label:topology.kubernetes.io/zone", "kind=owner-kind"},
+			HistogramLabels{{Name: "zone", Source: FromNodeLabel, Key: "topology.kubernetes.io/zone"}, {Name: "kind", Source: FromOwnerKind}}, ""},
+		{[]string{"zone=node-label:"}, nil, `--histogram-label "zone=node-label:": want NAME=label:KEY, NAME=annotation:KEY, NAME=node-label:KEY or NAME=owner-kind`},
+		{[]string{"kind=owner-kind:x"}, nil, `--histogram-label: histogram label "kind": owner-kind takes no key, got "x"`},
+		{[]string{"=owner-kind"}, nil, `--histogram-label "=owner-kind": want NAME=label:KEY, NAME=annotation:KEY, NAME=node-label:KEY or NAME=owner-kind`},
+		{[]string{"kind=owner-kind", "kind=node-label:k"}, nil, `--histogram-label: histogram label name "kind" is used twice or clashes with a built-in label`},
 		{[]string{"a=label:x", "a=annotation:y"}, nil, `--histogram-label: histogram label name "a" is used twice or clashes with a built-in label`},
 		// Every built-in label of an aggregated family, not only the class
 		// labels: a second "phase" would make the descriptor invalid.
@@ -45,9 +52,38 @@ func TestHistogramLabelsNamesKeysValues(t *testing.T) {
 	labels, annotations := h.Keys()
 	assert.Equal(t, []string{"t", "app"}, labels)
 	assert.Equal(t, []string{"a/tier"}, annotations)
-	assert.Equal(t, []string{"pay", "gold", ""}, h.Values(map[string]string{"t": "pay", "tier": "no"}, map[string]string{"a/tier": "gold", "t": "no"}), "a missing key is the empty value")
+	assert.Equal(t, []string{"pay", "gold", ""}, h.Values(podWith(map[string]string{"t": "pay", "tier": "no"}, map[string]string{"a/tier": "gold", "t": "no"})), "a missing key is the empty value")
 	assert.Nil(t, HistogramLabels(nil).Names())
-	assert.Nil(t, HistogramLabels(nil).Values(map[string]string{"t": "x"}, nil))
+	assert.Nil(t, HistogramLabels(nil).Values(podWith(map[string]string{"t": "x"}, nil)))
+	assert.Nil(t, h.NodeLabelKeys(), "no node label: no Node watch")
+	assert.False(t, h.OwnerKind(), "no owner-kind: no ReplicaSet or Job watch")
+}
+
+func podWith(labels, annotations map[string]string) *lifecycle.Pod {
+	return &lifecycle.Pod{ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations}}
+}
+
+// TestNodeAndOwnerLabels: node-label values come from the pod's resolved
+// node labels, never from its own labels of the same key; owner-kind from
+// its resolved owner kind; and each asks for its watch.
+func TestNodeAndOwnerLabels(t *testing.T) {
+	h := HistogramLabels{
+		{Name: "zone", Source: FromNodeLabel, Key: "topology.kubernetes.io/zone"},
+		{Name: "team", Source: FromLabel, Key: "team"},
+		{Name: "kind", Source: FromOwnerKind},
+		{Name: "pool", Source: FromNodeLabel, Key: "pool"},
+	}
+	labels, annotations := h.Keys()
+	assert.Equal(t, []string{"team"}, labels, "the pod trim keeps no node label key")
+	assert.Nil(t, annotations)
+	assert.Equal(t, []string{"topology.kubernetes.io/zone", "pool"}, h.NodeLabelKeys())
+	assert.True(t, h.OwnerKind())
+	pod := podWith(map[string]string{"team": "pay", "topology.kubernetes.io/zone": "pod's own", "pool": "pod's own"}, nil)
+	pod.NodeLabels = map[string]string{"topology.kubernetes.io/zone": "eu-1a", "team": "node's"}
+	pod.OwnerKind = "Deployment"
+	assert.Equal(t, []string{"eu-1a", "pay", "Deployment", ""}, h.Values(pod), "a node without the label: empty")
+	pod.NodeLabels = nil
+	assert.Equal(t, []string{"", "pay", "Deployment", ""}, h.Values(pod), "an unknown node: empty")
 }
 
 // TestLabelNamesMatchValues pins the positional contract between what the
@@ -55,7 +91,7 @@ func TestHistogramLabelsNamesKeysValues(t *testing.T) {
 // (LabelNames), for every aggregate of the table.
 func TestLabelNamesMatchValues(t *testing.T) {
 	h := HistogramLabels{{Name: "team", Source: FromLabel, Key: "team"}, {Name: "tier", Source: FromLabel, Key: "tier"}}
-	values := h.Values(map[string]string{"team": "pay", "tier": "gold"}, nil)
+	values := h.Values(podWith(map[string]string{"team": "pay", "tier": "gold"}, nil))
 	o := lifecycle.Observation{Kind: lifecycle.PhaseDone, Phase: lifecycle.PhaseInit}
 	for _, a := range Aggregates() {
 		names := a.MetricFamily().LabelNames(h.Names(), []string{"label_app"})

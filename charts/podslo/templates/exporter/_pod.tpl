@@ -88,6 +88,9 @@ spec:
         {{- with include "podslo.exporter.scopeArgs" . | trim }}{{ . | nindent 8 }}{{ end }}
         {{- with include "podslo.webArgs" . | trim }}{{ . | nindent 8 }}{{ end }}
         {{- with include "podslo.networkPolicyArgs" . | trim }}{{ . | nindent 8 }}{{ end }}
+        {{- range .Values.exporter.histogramLabels }}
+        - --histogram-label={{ . }}
+        {{- end }}
         {{- with .Values.exporter.extraArgs }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
