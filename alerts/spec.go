@@ -17,11 +17,11 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// KubeletStartupBuckets are the classic bucket bounds, in seconds, of every
-// podslo start-up and tear-down histogram (store.KubeletStartupBuckets). A
+// Buckets are the classic bucket bounds, in seconds, of every
+// podslo start-up and tear-down histogram (store.Buckets). A
 // latency threshold must be one of them: between two bounds the share of
 // fast events cannot be read off a classic histogram.
-var KubeletStartupBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+var Buckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 
 // ClassLabels are the labels an SLO can be grouped by: the classes podslo
 // resolves for every pod.
@@ -283,9 +283,9 @@ func (l *Latency) validate() []error {
 	if err != nil {
 		return append(errs, fmt.Errorf("latency.threshold: %w", err))
 	}
-	if !slices.Contains(KubeletStartupBuckets, d.Seconds()) {
-		bounds := make([]string, len(KubeletStartupBuckets))
-		for i, b := range KubeletStartupBuckets {
+	if !slices.Contains(Buckets, d.Seconds()) {
+		bounds := make([]string, len(Buckets))
+		for i, b := range Buckets {
 			bounds[i] = strconv.FormatFloat(b, 'f', -1, 64)
 		}
 		return append(errs, fmt.Errorf("latency.threshold: %s is not a bucket bound of %s; the bounds, in seconds, are %s",

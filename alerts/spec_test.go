@@ -48,7 +48,7 @@ func TestInvalidSpecs(t *testing.T) {
 // The thresholds are checked against this list, so it must be the one the
 // exporter's histograms really have.
 func TestBucketsAreTheExportersBuckets(t *testing.T) {
-	assert.Equal(t, store.KubeletStartupBuckets, KubeletStartupBuckets)
+	assert.Equal(t, store.Buckets, Buckets)
 }
 
 func TestBurnFactorsOf30Days(t *testing.T) {
