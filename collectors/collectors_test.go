@@ -371,7 +371,7 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	events := NewInformerEvents()
 	events.WithLabelValues("pods", "add").Inc()
-	reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s), NewBuildInfo(), events, NewNetworkPolicies(npState(true), nil))
+	reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s), NewBuildInfo(), NewPodWatchCurrent(func() bool { return true }), events, NewNetworkPolicies(npState(true), nil))
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	gathered := map[string]bool{}
