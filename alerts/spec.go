@@ -89,6 +89,10 @@ type SLO struct {
 	// GroupBy lists the class labels; the SLO holds for each value of each
 	// label separately.
 	GroupBy []string `json:"groupBy"`
+	// Matchers narrow the SLO to the series they match, e.g.
+	// runtime_class="runc": an objective that holds for one kind of pod
+	// only (a sub-second sandbox for runc, not for a microVM).
+	Matchers []string `json:"matchers,omitempty"`
 	// Window is the SLO period, e.g. 30d.
 	Window string `json:"window"`
 	// MinEvents is the number of events an alert's long window must hold
@@ -215,6 +219,10 @@ func (s *Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
+// labelMatcher is one PromQL label matcher: a label name, an operator and
+// a double-quoted value.
+var labelMatcher = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*(=|!=|=~|!~)"([^"\\]|\\.)*"$`)
+
 func (slo *SLO) validate() []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -245,6 +253,11 @@ func (slo *SLO) validate() []error {
 	for _, l := range slo.GroupBy {
 		if !slices.Contains(ClassLabels, l) {
 			add("groupBy: %q is not one of %s", l, strings.Join(ClassLabels, ", "))
+		}
+	}
+	for _, m := range slo.Matchers {
+		if !labelMatcher.MatchString(m) {
+			add("matchers: %q is not a PromQL label matcher such as runtime_class=\"runc\"", m)
 		}
 	}
 	d, err := parseDuration(slo.Window)
