@@ -332,7 +332,7 @@ value fails the rendering with its path. The templates read it as
 func leTable() string {
 	var entries []string
 	seen := map[string]bool{}
-	for _, bound := range KubeletStartupBuckets {
+	for _, bound := range Buckets {
 		d := time.Duration(bound * float64(time.Second))
 		spellings := []string{modelDuration(d)}
 		if d >= time.Second && d%time.Second == 0 {
@@ -353,7 +353,7 @@ func leTable() string {
 
 func bucketDurations() []string {
 	var out []string
-	for _, bound := range KubeletStartupBuckets {
+	for _, bound := range Buckets {
 		out = append(out, modelDuration(time.Duration(bound*float64(time.Second))))
 	}
 	return out

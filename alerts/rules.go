@@ -131,13 +131,14 @@ func (s *Spec) by(class string) string {
 func (s *Spec) errorRatio(slo *SLO, class string, window time.Duration) string {
 	w := model.Duration(window).String()
 	by := s.by(class)
+	sel := s.Selector(slo.Matchers...)
 	if l := slo.Latency; l != nil {
-		count := fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, s.Selector(), w)
-		good := fmt.Sprintf("%s (increase(%s_bucket%s[%s]))", by, l.Histogram, s.Selector(slo.LeMatcher()), w)
+		count := fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, sel, w)
+		good := fmt.Sprintf("%s (increase(%s_bucket%s[%s]))", by, l.Histogram, s.Selector(append(slices.Clone(slo.Matchers), slo.LeMatcher())...), w)
 		return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s", count, good, count)
 	}
-	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, s.Selector(), w)
-	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, s.Selector(), w)
+	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, sel, w)
+	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, sel, w)
 	// Either counter may be missing for a class: the exporter need not
 	// export a class's failures before the first one, and a class whose
 	// every pod failed has no successes. Without the fallbacks such a
@@ -149,11 +150,12 @@ func (s *Spec) errorRatio(slo *SLO, class string, window time.Duration) string {
 func (s *Spec) events(slo *SLO, class string, window time.Duration) string {
 	w := model.Duration(window).String()
 	by := s.by(class)
+	sel := s.Selector(slo.Matchers...)
 	if l := slo.Latency; l != nil {
-		return fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, s.Selector(), w)
+		return fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, sel, w)
 	}
-	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, s.Selector(), w)
-	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, s.Selector(), w)
+	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, sel, w)
+	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, sel, w)
 	return fmt.Sprintf("(%s + %s)\nor\n%s\nor\n%s", ok, failed, ok, failed)
 }
 

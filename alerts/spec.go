@@ -17,11 +17,11 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 )
 
-// KubeletStartupBuckets are the classic bucket bounds, in seconds, of every
-// podslo start-up and tear-down histogram (store.KubeletStartupBuckets). A
+// Buckets are the classic bucket bounds, in seconds, of every
+// podslo start-up and tear-down histogram (store.Buckets). A
 // latency threshold must be one of them: between two bounds the share of
 // fast events cannot be read off a classic histogram.
-var KubeletStartupBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+var Buckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 
 // ClassLabels are the labels an SLO can be grouped by: the classes podslo
 // resolves for every pod.
@@ -89,6 +89,10 @@ type SLO struct {
 	// GroupBy lists the class labels; the SLO holds for each value of each
 	// label separately.
 	GroupBy []string `json:"groupBy"`
+	// Matchers narrow the SLO to the series they match, e.g.
+	// runtime_class="runc": an objective that holds for one kind of pod
+	// only (a sub-second sandbox for runc, not for a microVM).
+	Matchers []string `json:"matchers,omitempty"`
 	// Window is the SLO period, e.g. 30d.
 	Window string `json:"window"`
 	// MinEvents is the number of events an alert's long window must hold
@@ -215,6 +219,10 @@ func (s *Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
+// labelMatcher is one PromQL label matcher: a label name, an operator and
+// a double-quoted value.
+var labelMatcher = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*(=|!=|=~|!~)"([^"\\]|\\.)*"$`)
+
 func (slo *SLO) validate() []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -245,6 +253,11 @@ func (slo *SLO) validate() []error {
 	for _, l := range slo.GroupBy {
 		if !slices.Contains(ClassLabels, l) {
 			add("groupBy: %q is not one of %s", l, strings.Join(ClassLabels, ", "))
+		}
+	}
+	for _, m := range slo.Matchers {
+		if !labelMatcher.MatchString(m) {
+			add("matchers: %q is not a PromQL label matcher such as runtime_class=\"runc\"", m)
 		}
 	}
 	d, err := parseDuration(slo.Window)
@@ -283,9 +296,9 @@ func (l *Latency) validate() []error {
 	if err != nil {
 		return append(errs, fmt.Errorf("latency.threshold: %w", err))
 	}
-	if !slices.Contains(KubeletStartupBuckets, d.Seconds()) {
-		bounds := make([]string, len(KubeletStartupBuckets))
-		for i, b := range KubeletStartupBuckets {
+	if !slices.Contains(Buckets, d.Seconds()) {
+		bounds := make([]string, len(Buckets))
+		for i, b := range Buckets {
 			bounds[i] = strconv.FormatFloat(b, 'f', -1, 64)
 		}
 		return append(errs, fmt.Errorf("latency.threshold: %s is not a bucket bound of %s; the bounds, in seconds, are %s",

@@ -19,10 +19,17 @@ func TestShippedSpec(t *testing.T) {
 	var names []string
 	for _, slo := range spec.SLOs {
 		names = append(names, slo.Name)
-		assert.Equal(t, []string{"runtime_class", "storage_class"}, slo.GroupBy, slo.Name)
+		if len(slo.Matchers) == 0 {
+			assert.Equal(t, []string{"runtime_class", "storage_class"}, slo.GroupBy, slo.Name)
+		}
 		assert.Equal(t, 30*24*time.Hour, slo.WindowDuration(), slo.Name)
 	}
-	assert.Equal(t, []string{"sandbox_creation_latency", "sandbox_creation_success", "termination_latency", "readiness_latency"}, names)
+	assert.Equal(t, []string{"sandbox_creation_latency", "sandbox_creation_success", "termination_latency", "readiness_latency", "runc_sandbox_creation_latency"}, names)
+	// The sub-second objective holds for stateless runc pods only.
+	runc := spec.SLOs[4]
+	assert.Equal(t, []string{"runtime_class"}, runc.GroupBy)
+	assert.Equal(t, []string{`runtime_class="runc"`, `storage_class="none"`}, runc.Matchers)
+	assert.Equal(t, 500*time.Millisecond, runc.Latency.ThresholdDuration())
 	assert.Equal(t, 5*time.Second, spec.SLOs[0].Latency.ThresholdDuration())
 }
 
@@ -48,7 +55,7 @@ func TestInvalidSpecs(t *testing.T) {
 // The thresholds are checked against this list, so it must be the one the
 // exporter's histograms really have.
 func TestBucketsAreTheExportersBuckets(t *testing.T) {
-	assert.Equal(t, store.KubeletStartupBuckets, KubeletStartupBuckets)
+	assert.Equal(t, store.Buckets, Buckets)
 }
 
 func TestBurnFactorsOf30Days(t *testing.T) {

@@ -42,6 +42,10 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Ex
 				return fmt.Errorf("--%s must be at least 1s, got 0s", d.key)
 			}
 		}
+		if opts.WatchTolerance == 0 {
+			// Zero would silently become the default too.
+			return fmt.Errorf("--watch-time-tolerance must be at least 1ms, got 0s")
+		}
 		if opts.Scope.TotalShards == 0 {
 			// Zero would silently become the default, one shard.
 			return fmt.Errorf("--total-shards must be at least 1, got 0")

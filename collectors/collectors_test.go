@@ -235,7 +235,7 @@ func labelKey(m *dto.Metric) string {
 // bucketLines is the classic exposition of one observation v.
 func bucketLines(labels string, v float64) string {
 	var b strings.Builder
-	for _, le := range store.KubeletStartupBuckets {
+	for _, le := range store.Buckets {
 		n := 0
 		if v <= le {
 			n = 1
@@ -251,6 +251,10 @@ func bucketLines(labels string, v float64) string {
 func TestSkippedCollector(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
+	for range 2 {
+		require.NoError(t, s.Apply(store.Change{UID: "precise", Meta: &store.PodMeta{}, State: lifecycle.State{FirstSandboxReady: 1},
+			Add: []store.Sample{{Family: sli.FamilyPrecision, Labels: []string{"sandbox_creation", "millisecond"}, Value: 1}}}))
+	}
 	want := `
 # HELP podslo_observations_skipped_total Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.
 # TYPE podslo_observations_skipped_total counter
@@ -262,6 +266,18 @@ podslo_observations_skipped_total{reason="negative_duration",sli="sandbox_creati
 			want += fmt.Sprintf("podslo_observations_skipped_total{reason=%q,sli=%q} 0\n", sk.Reason, sk.SLI)
 		}
 	}
+	want += `# HELP podslo_observations_total Observations made into podslo's histograms, by SLI and precision: millisecond when both ends were timed by the watch while it was current, second when either end is a one-second condition time.
+# TYPE podslo_observations_total counter
+podslo_observations_total{precision="millisecond",sli="sandbox_creation"} 2
+`
+	// Every other measured SLI and precision at 0.
+	for _, m := range lifecycle.MeasuredSLIs() {
+		for _, p := range []string{"millisecond", "second"} {
+			if m != lifecycle.SandboxCreation || p != "millisecond" {
+				want += fmt.Sprintf("podslo_observations_total{precision=%q,sli=%q} 0\n", p, m)
+			}
+		}
+	}
 	require.NoError(t, testutil.CollectAndCompare(NewSkipped(s, discard), strings.NewReader(want)))
 }
 
@@ -271,7 +287,7 @@ podslo_observations_skipped_total{reason="negative_duration",sli="sandbox_creati
 func TestNativeLayoutMatchesClientGolang(t *testing.T) {
 	values := []float64{0, 1, 2, 2, 3, 5, 8, 13, 21, 60, 61, 300, 3599, 4000}
 	live := prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name: "x", Help: "x", Buckets: store.KubeletStartupBuckets,
+		Name: "x", Help: "x", Buckets: store.Buckets,
 		NativeHistogramBucketFactor: 1.1, NativeHistogramMaxBucketNumber: 160,
 		NativeHistogramMinResetDuration: time.Hour,
 	})
@@ -307,7 +323,7 @@ func TestExemplarsNameThePod(t *testing.T) {
 			Observe: []store.Sample{{Family: "sandbox_creation", Labels: []string{"runc", "none"}, Value: e.Value, Exemplar: &e}}}))
 	}
 	h := collectOne(t, NewSLIs(s, Labels{}, discard), "podslo_sandbox_creation_duration_seconds").GetHistogram()
-	le2 := h.GetBucket()[2]
+	le2 := h.GetBucket()[5]
 	require.Equal(t, 2.0, le2.GetUpperBound())
 	assert.Equal(t, "ns", le2.GetExemplar().GetLabel()[0].GetValue())
 	assert.Equal(t, "fast", le2.GetExemplar().GetLabel()[1].GetValue())
@@ -355,7 +371,7 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	events := NewInformerEvents()
 	events.WithLabelValues("pods", "add").Inc()
-	reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s), NewBuildInfo(), events, NewNetworkPolicies(npState(true), nil))
+	reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s), NewBuildInfo(), NewPodWatchCurrent(func() bool { return true }), events, NewNetworkPolicies(npState(true), nil))
 	fams, err := reg.Gather()
 	require.NoError(t, err)
 	gathered := map[string]bool{}

@@ -43,8 +43,23 @@ var (
 		Name: "podslo_store_writable", Type: sli.Gauge, Stability: sli.Alpha,
 		Help: "1 while state writes can go ahead, 0 while the state filesystem has less free space than --state-min-free.",
 	}
-	selfFamilies = []*sli.MetricFamily{buildInfo, informerEvents, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
+	podWatchCurrent = &sli.MetricFamily{
+		Name: "podslo_pod_watch_current", Type: sli.Gauge, Stability: sli.Alpha,
+		Help: "1 while every pod watch is current (open for 2s, no list or relist in flight): SLI ends are timed to the millisecond and creation timeouts are checked; 0 otherwise.",
+	}
+	selfFamilies = []*sli.MetricFamily{buildInfo, informerEvents, podWatchCurrent, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
 )
+
+// NewPodWatchCurrent returns the podslo_pod_watch_current gauge over
+// current, the informers' view; register it on the exporter's registry.
+func NewPodWatchCurrent(current func() bool) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: podWatchCurrent.Name, Help: podWatchCurrent.Help}, func() float64 {
+		if current() {
+			return 1
+		}
+		return 0
+	})
+}
 
 // NewInformerEvents returns the counter the informers increment for every
 // event they handle; register it on the exporter's registry.

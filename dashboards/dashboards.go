@@ -142,6 +142,8 @@ func (g *generator) sloOverview() *dashboard.DashboardBuilder {
 			q(fmt.Sprintf(`sum by (%s) (podslo_store_tracked_pods%s)`, cluster, self), "{{"+cluster+"}}"))).
 		WithPanel(timeseriesPanel("Skipped observations", "Observations not made, per second, by SLI and reason: too old when first seen, clock skew, or a malformed condition.", "ops", quarter,
 			q(fmt.Sprintf(`sum by (sli, reason) (rate(podslo_observations_skipped_total%s[$__rate_interval]))`, self), "{{sli}}: {{reason}}"))).
+		WithPanel(timeseriesPanel("Observations by precision", "Observations made per second, by SLI and precision: millisecond when both ends were timed by the exporter's watch while it was current, second when either end is a one-second condition time (an outage, a relist, an exporter restart). A sub-second objective needs the first.", "ops", quarter,
+			q(fmt.Sprintf(`sum by (sli, precision) (rate(podslo_observations_total%s[$__rate_interval]))`, self), "{{sli}}: {{precision}}"))).
 		WithPanel(timeseriesPanel("Excluded sandbox creations", "Creations and timeouts left out of the SLIs because the pod's own spec was at fault (a missing Secret or ConfigMap), per second.", "ops", quarter,
 			q(fmt.Sprintf(`sum by (runtime_class, storage_class) (rate(podslo_sandbox_creations_excluded_total%s[$__rate_interval]))`, g.filter()), "{{runtime_class}} / {{storage_class}}"))).
 		WithRow(dashboard.NewRowBuilder("NetworkPolicies (KEP-2136)")).

@@ -308,8 +308,9 @@ func (p prom) alerts(t require.TestingT) []alert {
 	return body.Data.Alerts
 }
 
-// bucketBounds are the classic histogram's upper bounds (the kubelet's).
-var bucketBounds = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+// bucketBounds are the classic histogram's upper bounds (the kubelet's,
+// with three below them for the millisecond SLIs).
+var bucketBounds = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 
 // resolution returns the range a quantile of values within [lo, hi] can
 // take from a classic histogram: from the lower bound of lo's bucket to the
@@ -471,6 +472,13 @@ func TestEndToEnd(t *testing.T) {
 		assert.True(t, kata, "%s does not fire for kata", name)
 		for _, a := range p.alerts(t) {
 			t.Logf("alert %s: %v", a.State, a.Labels)
+			if a.Labels["alertname"] == "PodsloRuncSandboxCreationLatencyBudgetBurn" {
+				// The sub-second objective: kwok's runc sandboxes take
+				// the 1 s configured, every one over its 500 ms, so it may
+				// burn, for runc alone.
+				assert.Equal(t, "runc", a.Labels["runtime_class"], "%v", a.Labels)
+				continue
+			}
 			if rc := a.Labels["runtime_class"]; (a.Labels["long"] == "1h" || a.State == "firing") && rc != "kata" {
 				assert.NotZero(t, truth.slow[rc], "a fast burn, or any alert firing, for a class none of whose pods missed the objective: %v", a.Labels)
 			}

@@ -110,6 +110,7 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 		podslocollectors.NewSkipped(c.store, c.log),
 		podslocollectors.NewSelf(c.store),
 		podslocollectors.NewBuildInfo(),
+		podslocollectors.NewPodWatchCurrent(c.watcher.PodsCurrent),
 		events,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),

@@ -24,11 +24,13 @@ func TestNewResolvesOneConfig(t *testing.T) {
 		HistogramLabels:     []string{"team=label:team", "tier=annotation:example.com/tier"},
 		StableConditionType: "example.com/Stable",
 		MaxObservationAge:   2 * time.Hour,
+		WatchTolerance:      100 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	assert.Equal(t, lifecycle.Config{
 		SandboxConditionTypes:  lifecycle.DefaultSandboxConditionTypes,
 		MaxObservationAge:      2 * time.Hour,
+		WatchTolerance:         100 * time.Millisecond,
 		SandboxCreationTimeout: lifecycle.DefaultSandboxCreationTimeout,
 		StableConditionType:    "example.com/Stable",
 	}, e.cfg.lifecycle)

@@ -59,6 +59,7 @@ func resolveConfig(o *Options) (config, error) {
 			MaxObservationAge:      o.MaxObservationAge,
 			SandboxCreationTimeout: o.SandboxCreationTimeout,
 			StableConditionType:    corev1.PodConditionType(o.StableConditionType),
+			WatchTolerance:         o.WatchTolerance,
 		}.WithDefaults(),
 		histogramLabels: histogramLabels,
 		labels:          podslocollectors.Labels{Pod: o.PodLabels, Histogram: histogramLabels.Names()},

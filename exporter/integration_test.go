@@ -264,17 +264,25 @@ func sortedLabels(m *dto.Metric) string {
 	return strings.Join(pairs, "\xff")
 }
 
-var kubeletBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+// classicBuckets are the classic bucket bounds podslo exposes: three for
+// the millisecond SLIs, then the kubelet's pod start-up buckets.
+var classicBuckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 
 // histogramText renders the exposition of one classic histogram series from
 // its raw observations, independently of the code under test.
 func histogramText(name, labels string, values ...float64) string {
+	return histogramTextIn(classicBuckets, name, labels, values...)
+}
+
+// histogramTextIn is histogramText with the classic bounds a release
+// exposes: the previous release's had none below 0.5 s.
+func histogramTextIn(bounds []float64, name, labels string, values ...float64) string {
 	var b strings.Builder
 	sum := 0.0
 	for _, v := range values {
 		sum += v
 	}
-	for _, le := range kubeletBuckets {
+	for _, le := range bounds {
 		n := 0
 		for _, v := range values {
 			if v <= le {
@@ -406,7 +414,7 @@ podslo_pod_sandbox_recreations_total{%[8]s} 0
 		// 2s, 3s and 4s are native buckets 8, 13 and 16 at schema 3.
 		assert.Equal(t, map[int32]int64{8: 1, 13: 1, 16: 1}, nativeBuckets(h))
 		assert.Equal(t, uint64(3), h.GetSampleCount())
-		assert.Len(t, h.GetBucket(), len(kubeletBuckets), "classic buckets ride along")
+		assert.Len(t, h.GetBucket(), len(classicBuckets), "classic buckets ride along")
 		assert.Len(t, h.GetExemplars(), 3, "one exemplar per observed pod")
 	})
 

@@ -77,6 +77,8 @@ type Options struct {
 	// SandboxCreationTimeout: a scheduled pod whose first sandbox is not
 	// ready after this long counts once as a creation timeout. Default 5m.
 	SandboxCreationTimeout time.Duration
+	// WatchTolerance: see lifecycle.Config.WatchTolerance.
+	WatchTolerance time.Duration
 	// StableConditionType is the condition podslo's agent writes once a pod
 	// is stable. Default podslo.io/Stable.
 	StableConditionType string
@@ -137,6 +139,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	}
 	fs.StringSliceVar(&o.SandboxConditionTypes, "sandbox-condition-types", sandboxTypes, "Pod condition types that mark a ready sandbox; the first present wins")
 	fs.DurationVar(&o.SandboxCreationTimeout, "sandbox-creation-timeout", lifecycle.DefaultSandboxCreationTimeout, "A scheduled pod whose first sandbox is not ready after this long counts once as a creation timeout")
+	fs.DurationVar(&o.WatchTolerance, "watch-time-tolerance", lifecycle.DefaultWatchTolerance, "How far outside a condition's one-second time the watch receive time of the update showing it may lie and still time it to the millisecond: the clock difference between podslo's node and the kubelets', plus the watch's delay (at most 999ms)")
 	fs.StringVar(&o.StableConditionType, "stable-condition-type", string(lifecycle.DefaultStableConditionType), "Pod condition podslo agent writes once a pod is stable; the exporter observes it")
 	fs.StringVar(&o.UserErrorEventRegex, "user-error-event-regex", informers.DefaultUserErrorEventRegex, "FailedMount event messages matching this regular expression mark the pod as a user error, left out of the sandbox SLIs")
 	if o.NetworkPolicies == nil {
@@ -251,6 +254,9 @@ func (o *Options) validate() error {
 			// truncated to 0s, and 1.5s compared as 1s.
 			errs = append(errs, fmt.Errorf("%s must be a whole number of seconds (condition times have one-second precision), got %s", d.flag, d.value))
 		}
+	}
+	if o.WatchTolerance < 0 || o.WatchTolerance >= time.Second {
+		errs = append(errs, fmt.Errorf("--watch-time-tolerance must be from 0s to 999ms, got %s", o.WatchTolerance))
 	}
 	if o.StateMinFree < 0 {
 		errs = append(errs, fmt.Errorf("--state-min-free must not be negative, got %d", o.StateMinFree))

@@ -99,7 +99,8 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	const skipped = "podslo_observations_skipped_total"
 	classes := `runtime_class="none",storage_class="none"`
 	creationHeader := "# HELP " + creation + " Time from PodScheduled to the first PodReadyToStartContainers=True of each pod (KEP-3085), observed once per pod UID.\n# TYPE " + creation + " histogram\n"
-	eventuallyMetrics(t, prev.URL, creationHeader+histogramText(creation, classes, 1, 2, 3), creation)
+	// Release 0.1.0's bounds started at 0.5 s.
+	eventuallyMetrics(t, prev.URL, creationHeader+histogramTextIn(classicBuckets[3:], creation, classes, 1, 2, 3), creation)
 	eventuallyValue(t, prev.URL, skipped, map[string]string{"sli": "sandbox_creation", "reason": "no_scheduled_condition"}, 1)
 	// A deletion requested before the upgrade, its sandbox gone after it:
 	// the request time lives only in the previous release's record.

@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/podslo/podslo/lifecycle"
 )
 
 // TestCurrency follows the pod watch through a list, an outage and a
@@ -100,4 +102,32 @@ func TestListMarkerIsNoPodKey(t *testing.T) {
 		_, ok := listMarker(obj)
 		assert.False(t, ok, "%#v", obj)
 	}
+}
+
+// TestStampOnlyWhileCurrent: a pod gets its receive time only while the
+// watch is current, and keeps the first one it got.
+func TestStampOnlyWhileCurrent(t *testing.T) {
+	now := time.Unix(1700000000, 123e6)
+	pw := newPodWatch("", nil)
+	pw.current = newCurrency(func() time.Time { return now }, nil)
+	stamped := func() int64 {
+		obj, err := pw.stamp(&lifecycle.Pod{}, nil)
+		require.NoError(t, err)
+		return obj.(*lifecycle.Pod).Received
+	}
+	assert.Zero(t, stamped(), "no watch open: a list's pod")
+	pw.current.setOpen(true)
+	assert.Zero(t, stamped(), "a watch just opened may deliver what it missed")
+	now = now.Add(watchSettle)
+	assert.Equal(t, now.UnixMilli(), stamped())
+	pw.current.listStarted()
+	assert.Zero(t, stamped(), "a relist in flight")
+	pw.current.listHandled(1)
+
+	first := &lifecycle.Pod{Received: 42}
+	obj, err := pw.stamp(first, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(42), obj.(*lifecycle.Pod).Received, "transformed twice, it keeps its first receive time")
+	_, err = pw.stamp(nil, errors.New("trim failed"))
+	require.Error(t, err)
 }

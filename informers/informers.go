@@ -134,6 +134,9 @@ type Watcher struct {
 	// delivered.
 	nodes  *nodeLabels
 	owners *ownerResolver
+	// podsCurrent is the pod watches once Start made them, for
+	// PodsCurrent.
+	podsCurrent atomic.Pointer[podWatches]
 }
 
 // StorageClasses returns the names of the cluster's StorageClasses in the
@@ -282,10 +285,18 @@ func (w *Watcher) Start(ctx context.Context) error {
 		return stopped(ctx)
 	}
 	all := podWatches(watches)
+	w.podsCurrent.Store(&all)
 	w.log.Info("Informers synced", "pods", all.len(), "scope", sc.String())
 	w.handler.Synced(all.live, func() bool { return all.current() && eventsCurrent(eventWatches) })
 	<-ctx.Done()
 	return nil
+}
+
+// PodsCurrent reports whether every pod watch is current: false until the
+// first list was handled. It never calls the API server.
+func (w *Watcher) PodsCurrent() bool {
+	ws := w.podsCurrent.Load()
+	return ws != nil && ws.current()
 }
 
 // podWatches are the pod watches of every watched namespace.

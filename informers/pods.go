@@ -226,6 +226,20 @@ func newPodWatch(namespace string, reach *reachability) *podWatch {
 	return &podWatch{namespace: namespace, keys: newPodKeys(), current: newCurrency(time.Now, reach)}
 }
 
+// stamp sets the receive time of a pod the watch has just received, if
+// the watch is current: the queue runs the transform as the reflector
+// hands it each object, decoded, before any handler's backlog. A list's
+// pods (a first list, a relist, a streamed list) arrive while the watch
+// is not current, and keep 0: they show what happened at any time before.
+// Only an unstamped pod is stamped, so a pod transformed twice keeps its
+// first receive time.
+func (pw *podWatch) stamp(obj any, err error) (any, error) {
+	if pod, ok := obj.(*lifecycle.Pod); ok && err == nil && pod.Received == 0 && pw.current.Current() {
+		pod.Received = pw.current.now().UnixMilli()
+	}
+	return obj, err
+}
+
 // podController returns the watch that feeds the pods of namespace (all
 // for metav1.NamespaceAll) through handlePod and deletePod.
 func (w *Watcher) podController(namespace string) *podWatch {
@@ -249,7 +263,7 @@ func (w *Watcher) controlPods(pw *podWatch, lw cache.ListerWatcher, obj runtime.
 	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{
 		KnownObjects:          pw.keys,
 		EmitDeltaTypeReplaced: true,
-		Transformer:           w.trim.transform,
+		Transformer:           func(obj any) (any, error) { return pw.stamp(w.trim.transform(obj)) },
 	})
 	pw.ctrl = trackedController(fifo, pw.current, lw, obj, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
 }

@@ -14,12 +14,14 @@ func TestConfigWithDefaults(t *testing.T) {
 		MaxObservationAge:      DefaultMaxObservationAge,
 		SandboxCreationTimeout: DefaultSandboxCreationTimeout,
 		StableConditionType:    DefaultStableConditionType,
+		WatchTolerance:         DefaultWatchTolerance,
 	}, Config{}.WithDefaults())
 	set := Config{
 		SandboxConditionTypes:  []corev1.PodConditionType{"example.com/Sandbox"},
 		MaxObservationAge:      time.Minute,
 		SandboxCreationTimeout: time.Second,
 		StableConditionType:    "example.com/Stable",
+		WatchTolerance:         time.Millisecond,
 	}
 	assert.Equal(t, set, set.WithDefaults(), "a set field keeps its value")
 }

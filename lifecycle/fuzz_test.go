@@ -58,6 +58,10 @@ func (r *fuzzReader) pod() (time.Time, *Pod) {
 		p.DeletionTimestamp, p.DeletionGracePeriodSeconds = &dt, &grace
 	}
 	p.ContainersStarted = r.time()
+	if flags&4 != 0 {
+		// Received by a current watch, up to 33 s either side of now.
+		p.Received = now.UnixMilli() + r.offset()
+	}
 	return now, p
 }
 

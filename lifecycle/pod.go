@@ -37,6 +37,11 @@ type Pod struct {
 	ContainerKilled int64
 	// HasInitContainers: the pod spec has init containers.
 	HasInitContainers bool
+	// Received is when podslo's pod watch received this object, in Unix
+	// milliseconds, if the watch was current then (informers); 0 for an
+	// object from a list, a relist, or a watch just resumed, which may show
+	// transitions that happened long before. See precise.go.
+	Received int64
 	// RuntimeClass and StorageClass are the pod's runtime_class and
 	// storage_class label values, resolved by the watch when it delivers
 	// the pod (the storage class needs the PVC and StorageClass caches).

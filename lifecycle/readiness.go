@@ -13,15 +13,19 @@ func (c *stepper) initialized() {
 	if in == nil || in.Status != corev1.ConditionTrue {
 		return
 	}
-	c.phase(PhaseInit, c.next.FirstSandboxReady, in.LastTransitionTime)
+	c.phase(PhaseInit, between(c.next.FirstSandboxReady, 0, in.LastTransitionTime, 0))
 }
 
 // readiness observes the first Ready: its latency from the newest container
 // start, which is the time readiness probes add, and the phases that end
 // with it.
 func (c *stepper) readiness() {
+	if c.next.FirstReady != 0 {
+		return
+	}
+	c.containerStart()
 	ready := c.pod.Condition(corev1.PodReady)
-	if ready == nil || c.next.FirstReady != 0 {
+	if ready == nil {
 		return
 	}
 	if !validStatus(ready.Status) || (ready.Status == corev1.ConditionTrue && ready.LastTransitionTime == 0) {
@@ -41,14 +45,19 @@ func (c *stepper) readiness() {
 	if in := c.pod.Condition(corev1.PodInitialized); c.pod.HasInitContainers && in != nil && in.Status == corev1.ConditionTrue && in.LastTransitionTime > containersFrom {
 		containersFrom = in.LastTransitionTime
 	}
-	c.phase(PhaseContainers, containersFrom, started)
-	c.phase(PhaseReadiness, started, readyAt)
+	var from Precise
+	if started == c.next.ContainerStart {
+		from = c.next.ContainerStartPrecise
+	}
+	s := between(started, from, readyAt, c.precise(readyAt))
+	c.phase(PhaseContainers, between(containersFrom, 0, started, 0))
+	c.phase(PhaseReadiness, s)
 	if c.next.UserError {
 		// Like the sandbox phase, the total holds the wait for the pod
 		// author's missing Secret or ConfigMap.
 		c.next.Phases = c.next.Phases.With(PhaseTotal)
 	} else {
-		c.phase(PhaseTotal, unix(c.pod.CreationTimestamp), readyAt)
+		c.phase(PhaseTotal, between(unix(c.pod.CreationTimestamp), 0, readyAt, 0))
 	}
 
 	if started == 0 {
@@ -58,7 +67,21 @@ func (c *stepper) readiness() {
 	// Ready before the newest start: a container restarted after Ready and
 	// podslo missed the first Ready, so the two times no longer belong
 	// together (NegativeDuration).
-	c.measure(Readiness, started, readyAt, c.startupUnseen, func(d int64) {
+	c.measure(Readiness, s, c.startupUnseen, func(d int64) {
 		c.next.Readiness, c.next.HasReadiness = d, true
 	}, Observation{Kind: BecameReady})
+}
+
+// containerStart remembers, until the first Ready, the newest container
+// start and the receive time of the update that first showed it: the
+// start of the readiness SLI, which a probe may end many updates (and an
+// exporter restart) later. A start in the same second as the one already
+// remembered is not new to podslo (Pod keeps seconds), so the receive time
+// stays the first container's: a second container started within that
+// second is measured from the first one's start.
+func (c *stepper) containerStart() {
+	if started := c.pod.ContainersStarted; started > c.next.ContainerStart {
+		c.next.ContainerStart = started
+		c.next.ContainerStartPrecise = c.precise(started)
+	}
 }

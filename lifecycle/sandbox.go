@@ -113,7 +113,7 @@ func (c *stepper) firstCreation(readyAt int64) {
 		return
 	}
 	if c.next.SeenLate {
-		c.phase(PhaseSandbox, scheduled.LastTransitionTime, readyAt)
+		c.phase(PhaseSandbox, between(scheduled.LastTransitionTime, 0, readyAt, 0))
 		if readyAt >= scheduled.LastTransitionTime && c.tooOld(readyAt) {
 			// Ready since before podslo's window: the per-pod series may
 			// show its latency, as for any pod ready that long. A recent
@@ -137,8 +137,13 @@ func (c *stepper) firstCreation(readyAt int64) {
 		}
 		return
 	}
-	c.phase(PhaseSandbox, scheduled.LastTransitionTime, readyAt)
-	c.measure(SandboxCreation, scheduled.LastTransitionTime, readyAt, c.startupUnseen, func(d int64) {
+	var from Precise
+	if scheduled.LastTransitionTime == c.next.Scheduled {
+		from = c.next.ScheduledPrecise
+	}
+	s := between(scheduled.LastTransitionTime, from, readyAt, c.precise(readyAt))
+	c.phase(PhaseSandbox, s)
+	c.measure(SandboxCreation, s, c.startupUnseen, func(d int64) {
 		c.next.SandboxCreation, c.next.HasSandboxCreation = d, true
 		if c.cfg.pastTimeout(scheduled.LastTransitionTime, readyAt) {
 			// No check caught the pod pending past its timeout (podslo

@@ -1,5 +1,7 @@
 package lifecycle
 
+import "slices"
+
 // Skips returns every SLI and reason pair, in order: the skip counter's
 // series are created at 0 for each, so that increase() sees a first skip.
 func Skips() []Skip {
@@ -9,5 +11,18 @@ func Skips() []Skip {
 			out = append(out, Skip{SLI: s, Reason: r})
 		}
 	}
+	return out
+}
+
+// MeasuredSLIs returns every SLI that has a histogram, in order: those
+// Kind.SLI names.
+func MeasuredSLIs() []SLI {
+	var out []SLI
+	for k := range numKinds {
+		if s, ok := k.SLI(); ok {
+			out = append(out, s)
+		}
+	}
+	slices.Sort(out)
 	return out
 }

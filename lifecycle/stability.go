@@ -41,7 +41,7 @@ func (c *stepper) firstStable(at int64) {
 		// Stable without a Ready podslo saw: nothing to measure from.
 		c.skipOnce(Skip{Stabilization, InvalidCondition})
 	default:
-		c.measure(Stabilization, ready, at, c.startupUnseen, func(d int64) {
+		c.measure(Stabilization, between(ready, 0, at, 0), c.startupUnseen, func(d int64) {
 			c.next.Stabilization, c.next.HasStabilization = d, true
 		}, Observation{Kind: Stabilized})
 	}

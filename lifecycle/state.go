@@ -277,6 +277,15 @@ type State struct {
 	// SeenLate, its start-up SLIs and creation timeout are never observed,
 	// and are skipped as recreated_before_seen.
 	SeenRecreated bool
+	// ScheduledPrecise, DeletionPrecise and ContainerStartPrecise are the
+	// watch receive times of the updates that first showed Scheduled,
+	// DeletionRequested and ContainerStart, where they are precise
+	// (precise.go): persisted, so that an SLI whose start podslo saw to the
+	// millisecond keeps that precision across an exporter restart.
+	ScheduledPrecise, DeletionPrecise, ContainerStartPrecise Precise
+	// ContainerStart is the newest container start seen before the first
+	// Ready, in Unix seconds: the start of the readiness SLI.
+	ContainerStart int64
 	// Phases holds the start-up phases already observed or skipped.
 	Phases PhaseSet
 	// Skipped holds the skips already counted.

@@ -31,6 +31,13 @@ type Config struct {
 	// pod has been Ready for minReadySeconds. Default
 	// DefaultStableConditionType.
 	StableConditionType corev1.PodConditionType
+	// WatchTolerance is how far outside the one-second time of a
+	// transition the watch receive time of the update showing it may lie
+	// and still be taken as its time to the millisecond (precise.go): the
+	// clock difference between podslo's node and the kubelet's, plus the
+	// watch's delay beyond the second. Default DefaultWatchTolerance; at
+	// most 999ms.
+	WatchTolerance time.Duration
 }
 
 // DefaultStableConditionType is the default for Config.StableConditionType,
@@ -47,6 +54,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxObservationAge = c.maxAge()
 	c.SandboxCreationTimeout = c.timeout()
 	c.StableConditionType = c.stableType()
+	c.WatchTolerance = c.watchTolerance()
 	return c
 }
 
@@ -94,14 +102,38 @@ const (
 	Stabilized
 	// StabilityLost is a Stable=True pod turning Stable=False.
 	StabilityLost
+
+	// numKinds is one past the last Kind.
+	numKinds
 )
 
 // Observation is one new SLI data point.
 type Observation struct {
-	Kind      Kind
-	Seconds   float64
+	Kind    Kind
+	Seconds float64
+	// Precise: Seconds was measured in milliseconds, from the watch receive
+	// times of both ends (precise.go); else in whole seconds.
+	Precise   bool
 	Phase     Phase
 	OverGrace bool
+}
+
+// SLI is the SLI whose histogram the kind of observation feeds; false for
+// the kinds that are counted, not measured.
+func (k Kind) SLI() (SLI, bool) {
+	switch k {
+	case SandboxCreated:
+		return SandboxCreation, true
+	case Terminated:
+		return Termination, true
+	case BecameReady:
+		return Readiness, true
+	case PhaseDone:
+		return StartupPhase, true
+	case Stabilized:
+		return Stabilization, true
+	}
+	return 0, false
 }
 
 // Outcome lists what a Step found new. Both slices are nil when nothing is,
@@ -180,14 +212,16 @@ func (c *stepper) startupUnseen(t int64) (Reason, bool) {
 	return 0, false
 }
 
-// measure ends one measurement of sli from start to end, the same way for
-// every SLI: an end before its start (clock skew) is skipped as
-// NegativeDuration; otherwise keep, if set, records the duration in the
+// measure ends one measurement of sli over s, the same way for every SLI:
+// an end before its start (clock skew) is skipped as NegativeDuration;
+// otherwise keep, if set, records the duration in whole seconds in the
 // state (the per-pod series show it however old), an end that unseen
 // reports unobservable is skipped with its reason (too old, or a start-up
 // podslo could not see), and o is observed with the duration as its
-// Seconds. The caller makes sure it runs once per pod, and keep says how.
-func (c *stepper) measure(sli SLI, start, end int64, unseen func(int64) (Reason, bool), keep func(seconds int64), o Observation) {
+// Seconds: in milliseconds when both ends are precise (Precise), else in
+// seconds. The caller makes sure it runs once per pod, and keep says how.
+func (c *stepper) measure(sli SLI, s span, unseen func(int64) (Reason, bool), keep func(seconds int64), o Observation) {
+	start, end := s.start, s.end
 	if r, skip := unseen(end); skip && r == RecreatedBeforeSeen {
 		// A start-up podslo could not see at all: its times belong to
 		// different sandboxes (the real kubelet keeps Ready's first time
@@ -207,17 +241,17 @@ func (c *stepper) measure(sli SLI, start, end int64, unseen func(int64) (Reason,
 		c.skipOnce(Skip{sli, r})
 		return
 	}
-	o.Seconds = float64(end - start)
+	o.Seconds, o.Precise = s.seconds()
 	c.out.observe(o)
 }
 
-// phase observes one start-up phase from start to end, once.
-func (c *stepper) phase(p Phase, start, end int64) {
-	if c.next.Phases.Has(p) || start == 0 || end == 0 {
+// phase observes one start-up phase over s, once.
+func (c *stepper) phase(p Phase, s span) {
+	if c.next.Phases.Has(p) || s.start == 0 || s.end == 0 {
 		return
 	}
 	c.next.Phases = c.next.Phases.With(p)
-	c.measure(StartupPhase, start, end, c.startupUnseen, nil, Observation{Kind: PhaseDone, Phase: p})
+	c.measure(StartupPhase, s, c.startupUnseen, nil, Observation{Kind: PhaseDone, Phase: p})
 }
 
 // scheduling remembers when the pod was scheduled and observes the
@@ -229,8 +263,9 @@ func (c *stepper) scheduling() {
 	}
 	if c.next.Scheduled == 0 {
 		c.next.Scheduled = s.LastTransitionTime
+		c.next.ScheduledPrecise = c.precise(s.LastTransitionTime)
 	}
-	c.phase(PhaseScheduling, unix(c.pod.CreationTimestamp), s.LastTransitionTime)
+	c.phase(PhaseScheduling, between(unix(c.pod.CreationTimestamp), 0, s.LastTransitionTime, 0))
 }
 
 func (c *Config) maxAge() time.Duration {

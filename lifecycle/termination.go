@@ -18,6 +18,7 @@ func (c *stepper) termination() {
 		}
 		requested := c.pod.DeletionTimestamp.Unix() - grace
 		c.next.DeletionRequested = requested
+		c.next.DeletionPrecise = c.precise(requested)
 		if c.next.Scheduled != 0 && c.next.FirstSandboxReady == 0 && c.cfg.pastTimeout(c.next.Scheduled, requested) {
 			// Deleted while still waiting for its first sandbox, past the
 			// timeout, and no check caught it pending (podslo was down, or
@@ -52,7 +53,8 @@ func (c *stepper) termination() {
 	// the kubelet had to SIGKILL at or after that end says it was.
 	end := c.pod.DeletionTimestamp.Unix()
 	overGrace := down > end || (c.pod.ContainerKilled != 0 && c.pod.ContainerKilled >= end)
-	c.measure(Termination, c.next.DeletionRequested, down, c.tooOldUnseen, func(d int64) {
+	s := between(c.next.DeletionRequested, c.next.DeletionPrecise, down, c.precise(down))
+	c.measure(Termination, s, c.tooOldUnseen, func(d int64) {
 		c.next.Termination, c.next.HasTermination = d, true
 	}, Observation{Kind: Terminated, OverGrace: overGrace})
 }

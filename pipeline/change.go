@@ -61,6 +61,9 @@ func (r *routing) change(now time.Time, uid types.UID, next lifecycle.State, out
 		meta = &store.PodMeta{RuntimeClass: ClassNeverSeen, StorageClass: ClassNeverSeen, HistogramLabels: make([]string, len(r.histogramLabels))}
 	}
 	for _, o := range out.Observations {
+		if s, measured := o.Kind.SLI(); measured {
+			change.Add = append(change.Add, store.Sample{Family: sli.FamilyPrecision, Labels: []string{s.String(), sli.Precision(o.Precise)}, Value: 1})
+		}
 		if int(o.Kind) >= len(r.byKind) {
 			continue
 		}

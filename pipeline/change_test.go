@@ -25,7 +25,7 @@ func TestChange(t *testing.T) {
 	out := lifecycle.Outcome{
 		Observations: []lifecycle.Observation{
 			{Kind: lifecycle.SandboxCreated, Seconds: 3},
-			{Kind: lifecycle.PhaseDone, Phase: lifecycle.PhaseSandbox, Seconds: 3},
+			{Kind: lifecycle.PhaseDone, Phase: lifecycle.PhaseSandbox, Seconds: 3, Precise: true},
 			{Kind: lifecycle.SandboxRecreated},
 		},
 		Skips: []lifecycle.Skip{{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}},
@@ -41,6 +41,10 @@ func TestChange(t *testing.T) {
 			{Family: "startup_phase{team}", Labels: []string{"kata", "none", "sandbox", "pay"}, Value: 3, Exemplar: ex(3)},
 		},
 		Add: []store.Sample{
+			// Every measured observation is counted by its precision; the
+			// re-creation is counted, not measured.
+			{Family: sli.FamilyPrecision, Labels: []string{"sandbox_creation", "second"}, Value: 1},
+			{Family: sli.FamilyPrecision, Labels: []string{"startup_phase", "millisecond"}, Value: 1},
 			{Family: "sandbox_recreations{team}", Labels: []string{"kata", "none", "pay"}, Value: 1},
 			{Family: sli.FamilySkipped, Labels: []string{"termination", "vanished"}, Value: 1},
 		},

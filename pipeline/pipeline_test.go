@@ -337,11 +337,11 @@ func TestHandleRecordsObservationWithDimensions(t *testing.T) {
 		sum    float64
 		ex     store.Exemplar
 	}
-	// 4s falls in the le="4" bucket, index 4.
+	// 4s falls in the le="4" bucket, index 7.
 	var got []series
 	st.Aggregates(func(family string, labels []string, a *store.Aggregate) {
 		if family == "sandbox_creation{team,tier}" {
-			got = append(got, series{family, labels, a.Histogram.Count, a.Histogram.Sum, a.Exemplars[4]})
+			got = append(got, series{family, labels, a.Histogram.Count, a.Histogram.Sum, a.Exemplars[7]})
 		}
 	})
 	assert.Equal(t, []series{{"sandbox_creation{team,tier}", []string{"kata", "none", "pay", "gold"}, 1, 4, store.Exemplar{Namespace: "ns", Pod: "web", Value: 4, Time: now}}}, got)

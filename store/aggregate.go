@@ -7,10 +7,14 @@ import (
 	"time"
 )
 
-// KubeletStartupBuckets are the kubelet's pod start-up latency buckets
+// Buckets are the classic bucket bounds of every podslo histogram: the
+// kubelet's pod start-up latency buckets
 // (kubelet_pod_start_sli_duration_seconds), so that podslo's histograms line
-// up with the kubelet's own.
-var KubeletStartupBuckets = []float64{0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
+// up with the kubelet's own, with 0.05, 0.1 and 0.25 below them for the
+// SLIs measured in milliseconds (a runc sandbox takes 0.15-0.4 s). Every
+// bound of release 0.1.0 is kept, so recorded series and rules keep
+// working; a state written under 0.1.0's bounds is rebucketed at load.
+var Buckets = []float64{0.05, 0.1, 0.25, 0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200, 1800, 2700, 3600}
 
 // Native histogram layout: a growth factor of at most 1.1 is schema 3
 // (2^(1/8) ≈ 1.0905), and at most 160 buckets are kept by lowering the schema,

@@ -188,6 +188,12 @@ const (
 	podRecreations       protowire.Number = 14 // varint
 	podStabilityLosses   protowire.Number = 15 // varint
 	podSkipped           protowire.Number = 16 // packed varints: SLI<<8 | Reason
+	// The watch receive times of issue 27 (lifecycle.Precise: offsets in
+	// milliseconds, biased positive) and the readiness SLI's start.
+	podScheduledPrecise      protowire.Number = 17 // varint
+	podDeletionPrecise       protowire.Number = 18 // varint
+	podContainerStart        protowire.Number = 19 // delta
+	podContainerStartPrecise protowire.Number = 20 // varint
 )
 
 // podFieldNames names every pod field number ever used, for the golden test
@@ -199,6 +205,8 @@ var podFieldNames = map[protowire.Number]string{
 	podStabilityLost: "stability_lost", podSandboxCreation: "sandbox_creation", podTermination: "termination",
 	podReadiness: "readiness", podStabilization: "stabilization", podRecreations: "recreations",
 	podStabilityLosses: "stability_losses", podSkipped: "skipped",
+	podScheduledPrecise: "scheduled_precise", podDeletionPrecise: "deletion_precise",
+	podContainerStart: "container_start", podContainerStartPrecise: "container_start_precise",
 }
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -249,6 +257,10 @@ func encodeState(s lifecycle.State) []byte {
 		b = protowire.AppendTag(b, podSkipped, protowire.BytesType)
 		b = protowire.AppendBytes(b, packed)
 	}
+	b = appendUint(b, podScheduledPrecise, uint64(s.ScheduledPrecise))
+	b = appendUint(b, podDeletionPrecise, uint64(s.DeletionPrecise))
+	b = appendTime(b, podContainerStart, s.ContainerStart, s.Scheduled)
+	b = appendUint(b, podContainerStartPrecise, uint64(s.ContainerStartPrecise))
 	return sealRecord(b)
 }
 
@@ -278,6 +290,10 @@ func decodeState(b []byte) (lifecycle.State, error) {
 		v   int64
 		set bool
 	}
+	var containerStart struct {
+		v   int64
+		set bool
+	}
 	err = fields(body, func(num protowire.Number, v uint64, bytes []byte) error {
 		switch num {
 		case podFlags:
@@ -304,6 +320,20 @@ func decodeState(b []byte) (lifecycle.State, error) {
 			s.Recreations = uint32(v)
 		case podStabilityLosses:
 			s.StabilityLosses = uint32(v)
+		case podScheduledPrecise, podDeletionPrecise, podContainerStartPrecise:
+			if v > math.MaxInt16 {
+				return fmt.Errorf("field %d: precise time %d out of range: %w", num, v, errDecode)
+			}
+			switch num {
+			case podScheduledPrecise:
+				s.ScheduledPrecise = lifecycle.Precise(v)
+			case podDeletionPrecise:
+				s.DeletionPrecise = lifecycle.Precise(v)
+			default:
+				s.ContainerStartPrecise = lifecycle.Precise(v)
+			}
+		case podContainerStart:
+			containerStart.v, containerStart.set = protowire.DecodeZigZag(v), true
 		case podSkipped:
 			for len(bytes) > 0 {
 				x, n := protowire.ConsumeVarint(bytes)
@@ -328,6 +358,9 @@ func decodeState(b []byte) (lifecycle.State, error) {
 			*p = s.Scheduled + times[i].v
 		}
 	}
+	if containerStart.set {
+		s.ContainerStart = s.Scheduled + containerStart.v
+	}
 	return s, nil
 }
 
@@ -335,7 +368,7 @@ func podWireTypes(num protowire.Number) (protowire.Type, bool) {
 	switch {
 	case num == podSkipped:
 		return protowire.BytesType, true
-	case num >= podFlags && num < podSkipped:
+	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podContainerStartPrecise:
 		return protowire.VarintType, true
 	}
 	return 0, false

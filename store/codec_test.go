@@ -72,6 +72,9 @@ func TestEveryStateFieldIsPersisted(t *testing.T) {
 				v.SetInt(1700000123)
 			case reflect.Uint32, reflect.Uint8:
 				v.SetUint(3)
+			case reflect.Int16:
+				// A lifecycle.Precise: 123 ms into its second.
+				v.SetInt(1123)
 			case reflect.Uint64:
 				// A SkipSet: one skip that exists.
 				v.Set(reflect.ValueOf(lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.Vanished})))
@@ -157,13 +160,13 @@ func TestNewerFormatIsRefused(t *testing.T) {
 	} {
 		_, err := decodeState(b)
 		assert.ErrorIs(t, err, ErrNewerFormat)
-		_, err = decodeAggregate(b, KubeletStartupBuckets, testLayouts)
+		_, err = decodeAggregate(b, Buckets, testLayouts)
 		assert.ErrorIs(t, err, ErrNewerFormat)
 	}
 	// An aggregate of a kind this release does not know.
 	b := append([]byte{aggregateRecordV2}, protowire.AppendTag(nil, aggKind, protowire.VarintType)...)
 	b = protowire.AppendVarint(b, 3)
-	_, err := decodeAggregate(sealRecord(b), KubeletStartupBuckets, testLayouts)
+	_, err := decodeAggregate(sealRecord(b), Buckets, testLayouts)
 	assert.ErrorIs(t, err, ErrNewerFormat)
 }
 
@@ -180,7 +183,7 @@ func golden(t *testing.T, format, name string) []byte {
 }
 
 // goldenHistogram is the histogram of the golden aggregate records: these
-// ten values observed into KubeletStartupBuckets as release 0.1.0 had them.
+// ten values observed into Buckets as release 0.1.0 had them.
 func goldenHistogram() *Histogram {
 	h := newHistogram(v1Bounds)
 	for _, v := range []float64{0, 0.3, 0.5, 0.7, 1.5, 2, 7, 45, 400, 5000} {
@@ -213,6 +216,20 @@ var goldenStates = map[string]func() lifecycle.State{
 	},
 }
 
+// goldenStatesFormat2 are states whose fields came after release 0.1.0:
+// only format2 holds them. pod-precise: the watch receive times of issue
+// 27 (lifecycle.Precise), a readiness SLI begun in milliseconds.
+var goldenStatesFormat2 = map[string]func() lifecycle.State{
+	"pod-precise": func() lifecycle.State {
+		return lifecycle.State{
+			Scheduled: 1700000000, ScheduledPrecise: 1123, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
+			SandboxCreation: 1, HasSandboxCreation: true, Phases: lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
+			ContainerStart: 1700000002, ContainerStartPrecise: 1999,
+			DeletionRequested: 1700000002, DeletionPrecise: 800,
+		}
+	},
+}
+
 var goldenAggregates = map[string]func() *Aggregate{
 	"aggregate-counter":   func() *Aggregate { return &Aggregate{Created: 1700000000, Value: 42} },
 	"aggregate-histogram": func() *Aggregate { return &Aggregate{Created: 1700000100, Histogram: goldenHistogram()} },
@@ -237,6 +254,12 @@ func TestGoldenRecords(t *testing.T) {
 				assert.Equal(t, want(), got)
 			})
 		}
+	}
+	for name, want := range goldenStatesFormat2 {
+		got, err := decodeState(golden(t, "format2", name))
+		require.NoError(t, err)
+		assert.Equal(t, want(), got, name)
+		assert.Equal(t, hex.EncodeToString(golden(t, "format2", name)), hex.EncodeToString(encodeState(want())), name)
 	}
 	// This release writes format 2 byte for byte as the golden records
 	// hold it, so that what it writes today reads the same in every

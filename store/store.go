@@ -60,7 +60,7 @@ type Options struct {
 	Dir string
 	// Buckets are the classic bucket upper bounds shared by every histogram.
 	// Changing them keeps the persisted counts (rebucket). Default
-	// KubeletStartupBuckets.
+	// Buckets.
 	Buckets []float64
 	// GCInterval is how often the value log is garbage-collected. Default
 	// DefaultGCInterval.
@@ -103,7 +103,7 @@ func (o *Options) Validate() error {
 func (o *Options) withDefaults() Options {
 	c := *o
 	if len(c.Buckets) == 0 {
-		c.Buckets = KubeletStartupBuckets
+		c.Buckets = Buckets
 	}
 	if c.GCInterval == 0 {
 		c.GCInterval = DefaultGCInterval

@@ -85,7 +85,7 @@ func TestApplyPersistsAcrossReopen(t *testing.T) {
 	}))
 
 	wantClassic := func(bucket int) []uint64 {
-		c := make([]uint64, len(KubeletStartupBuckets)+1)
+		c := make([]uint64, len(Buckets)+1)
 		c[bucket]++
 		return c
 	}
@@ -93,7 +93,7 @@ func TestApplyPersistsAcrossReopen(t *testing.T) {
 	runcClassic[3]++ // 3s is in the le=3 bucket, index 3
 	want := map[string]seriesView{
 		"creation/runc\xffnone":    {Count: 2, Sum: 3, Classic: runcClassic, Schema: 3, ZeroCount: 1, Native: map[int32]uint64{13: 1}},
-		"creation/kata\xfffast":    {Count: 1, Sum: 4000, Classic: wantClassic(len(KubeletStartupBuckets)), Schema: 3, Native: map[int32]uint64{96: 1}},
+		"creation/kata\xfffast":    {Count: 1, Sum: 4000, Classic: wantClassic(len(Buckets)), Schema: 3, Native: map[int32]uint64{96: 1}},
 		"recreations/runc\xffnone": {Value: 2},
 	}
 	assert.Equal(t, want, aggregates(s))
@@ -132,10 +132,10 @@ func TestNativeKeyMatchesClientGolangBoundaries(t *testing.T) {
 }
 
 func TestNativeHistogramStaysWithinMaxBuckets(t *testing.T) {
-	h := newHistogram(KubeletStartupBuckets)
+	h := newHistogram(Buckets)
 	// 200 values spread over 1e-6..1e6 need more than 160 buckets at schema 3.
 	for i := 0; i < 200; i++ {
-		h.observe(KubeletStartupBuckets, 1e-6*pow(1.1, i))
+		h.observe(Buckets, 1e-6*pow(1.1, i))
 	}
 	assert.LessOrEqual(t, len(h.Native), maxNativeBuckets)
 	assert.Less(t, h.Schema, int32(3))

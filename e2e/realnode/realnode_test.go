@@ -54,12 +54,18 @@ func TestSandboxCreationOnARealNode(t *testing.T) {
 	require.Equal(t, map[string]uint64{"none": 3, "runc": 2}, count)
 	t.Logf("sandbox creation per class from the pods' conditions: count %v, sum %v s", count, sum)
 
-	// podslo's histogram, class by class, equals the pods' own conditions.
+	// podslo's histogram, class by class, counts the pods' own conditions,
+	// in milliseconds: it watched every end while current.
+	ms := tr.creationsInMs()
+	t.Logf("sandbox creation per class from the test's own watch: sum %v s", ms)
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 		fams := scrape(ct, url)
 		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
 		assert.Equal(ct, count, gotCount)
-		assert.Equal(ct, sum, gotSum)
+		assertSumsInMs(ct, count, ms, gotSum, "sandbox creation")
+		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
+		assert.Equal(ct, float64(len(classes)), precision["sandbox_creation,millisecond"])
+		assert.Zero(ct, precision["sandbox_creation,second"])
 	}, 30*time.Second, 100*time.Millisecond, "podslo's sandbox creations differ from the pods' conditions")
 
 	// The kubelet ran exactly one sandbox per pod.
@@ -89,7 +95,7 @@ func TestSandboxCreationOnARealNode(t *testing.T) {
 		assert.Equal(ct, map[string]float64{"none": 1}, counterByClass(fams["podslo_sandbox_recreations_total"]))
 		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
 		assert.Equal(ct, count, gotCount)
-		assert.Equal(ct, sum, gotSum)
+		assertSumsInMs(ct, count, ms, gotSum, "sandbox creation")
 		// Every sandbox the kubelet ran is one podslo counted: first
 		// creations plus re-creations.
 		assert.Equal(ct, uint64(len(classes)+1), kubeletSandboxRuns(ct, node))

@@ -2,6 +2,7 @@ package realnode_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ func TestExporterSIGKILLedOnARealNode(t *testing.T) {
 	state := t.TempDir()
 	args := []string{"--kubeconfig", s.node.Kubeconfig, "--state-dir", state}
 	first := testenv.StartExporterProcess(t, bin, args...)
+	waitCurrent(t, first.URL)
 
 	uids := map[string]types.UID{}
 	for _, name := range []string{"before-0", "before-1"} {
@@ -50,13 +52,29 @@ func TestExporterSIGKILLedOnARealNode(t *testing.T) {
 	count, sum, recreations, ready := s.tr.creations()
 	require.Equal(t, len(uids), ready)
 	require.Equal(t, map[string]int{"none": 1}, recreations)
+	// podslo saw the first pods' ends while current: milliseconds. The
+	// others' sandboxes became ready while it was down, and it saw them
+	// in the restarted exporter's list: whole seconds.
+	want := 0.0
+	for name, uid := range uids {
+		p := s.tr.get(uid)
+		if strings.HasPrefix(name, "before-") {
+			d, ok := p.between(seenScheduled, seenSandboxReady)
+			require.True(t, ok, name)
+			want += d
+		} else {
+			want += p.sandboxReady[0].Sub(p.scheduled).Seconds()
+		}
+	}
 	check := func(t *testing.T, url string) {
 		// Ready means every live pod was handled and a deleted one's state
 		// dropped: exact now, not eventually.
 		fams := scrape(t, url)
 		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
 		assert.Equal(t, count, gotCount, "creations")
-		assert.Equal(t, sum, gotSum, "creation seconds")
+		assert.InDelta(t, want, gotSum["none"], 2*msTolerance, "creation seconds")
+		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
+		assert.Equal(t, map[string]float64{"sandbox_creation,millisecond": 2, "sandbox_creation,second": 2}, only(precision, "sandbox_creation,"))
 		assert.Equal(t, map[string]float64{"none": 1}, counterByClass(fams["podslo_sandbox_recreations_total"]), "re-creations")
 		assert.Zero(t, counterTotal(fams["podslo_sandbox_creation_timeouts_total"]), "timeouts")
 		// The pod removed while podslo was down: its termination could not
@@ -87,6 +105,6 @@ func TestExporterSIGKILLedOnARealNode(t *testing.T) {
 		assert.Equal(ct, count, gotCount)
 		assert.Equal(ct, count["none"]+2, kubeletSandboxRuns(ct, s.node))
 	}, 30*time.Second, 100*time.Millisecond, "after the restarts")
-	t.Logf("creations %v (sum %v s), re-creations 2, kubelet run_podsandbox %d; test body done after %v",
-		count, sum, kubeletSandboxRuns(t, s.node), time.Since(began).Round(time.Millisecond))
+	t.Logf("creations %v (sum %v s, podslo's %v s), re-creations 2, kubelet run_podsandbox %d; test body done after %v",
+		count, sum, want, kubeletSandboxRuns(t, s.node), time.Since(began).Round(time.Millisecond))
 }

@@ -114,7 +114,7 @@ func TestTerminationsOnARealNode(t *testing.T) {
 	// after the current deletionTimestamp, or a container was SIGKILLed.
 	var (
 		count, overGrace, vanished int
-		sum                        float64
+		sum, sumMs                 float64
 	)
 	for name, uid := range uids {
 		p := s.tr.get(uid)
@@ -126,6 +126,9 @@ func TestTerminationsOnARealNode(t *testing.T) {
 		}
 		count++
 		sum += p.sandboxGone.Sub(p.requested).Seconds()
+		d, ok := p.between(seenRequested, seenGone)
+		require.True(t, ok, name)
+		sumMs += d
 		if p.sandboxGone.After(p.goneDeadline) || p.killed {
 			overGrace++
 		}
@@ -146,13 +149,17 @@ func TestTerminationsOnARealNode(t *testing.T) {
 		fams := scrape(ct, url)
 		gotCount, gotSum := histogramTotal(fams["podslo_pod_termination_duration_seconds"])
 		assert.Equal(ct, uint64(count), gotCount, "terminations")
-		assert.Equal(ct, sum, gotSum, "termination seconds")
+		// In milliseconds: podslo's watch was current for every end.
+		assert.InDelta(ct, sumMs, gotSum, msTolerance*float64(count), "termination seconds")
+		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
+		assert.Equal(ct, float64(count), precision["termination,millisecond"])
+		assert.Zero(ct, precision["termination,second"])
 		assert.Equal(ct, float64(overGrace), counterTotal(fams["podslo_pod_terminations_over_grace_total"]), "over grace")
 		skipped := counterBy(fams["podslo_observations_skipped_total"], "sli", "reason")
 		assert.Equal(ct, map[string]float64{"termination,vanished": float64(vanished)}, only(skipped, "termination,"))
 	}, 30*time.Second, 100*time.Millisecond, "podslo's terminations differ from the pods'")
-	t.Logf("terminations, the truth: count %d, sum %v s, over grace %d, vanished %d; test body done after %v",
-		count, sum, overGrace, vanished, time.Since(began).Round(time.Millisecond))
+	t.Logf("terminations, the truth: count %d, sum %v s (%.3f s by the test's watch), over grace %d, vanished %d; test body done after %v",
+		count, sum, sumMs, overGrace, vanished, time.Since(began).Round(time.Millisecond))
 }
 
 // only keeps the entries whose key starts with prefix.

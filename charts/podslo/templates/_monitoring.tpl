@@ -50,15 +50,15 @@ value fails the rendering with its path. The templates read it as
 {{- $_ := set $m "agentMatchers" (printf "%s, " $agentSelector) }}
 {{- end }}
 {{- /* The latency thresholds a classic histogram can tell: its bucket bounds. */}}
-{{- $le := dict "500ms" `le=~"0\\.5"` "1s" `le=~"1(\\.0)?"` "2s" `le=~"2(\\.0)?"` "3s" `le=~"3(\\.0)?"` "4s" `le=~"4(\\.0)?"` "5s" `le=~"5(\\.0)?"` "6s" `le=~"6(\\.0)?"` "8s" `le=~"8(\\.0)?"` "10s" `le=~"10(\\.0)?"` "20s" `le=~"20(\\.0)?"` "30s" `le=~"30(\\.0)?"` "45s" `le=~"45(\\.0)?"` "1m" `le=~"60(\\.0)?"` "60s" `le=~"60(\\.0)?"` "2m" `le=~"120(\\.0)?"` "120s" `le=~"120(\\.0)?"` "3m" `le=~"180(\\.0)?"` "180s" `le=~"180(\\.0)?"` "4m" `le=~"240(\\.0)?"` "240s" `le=~"240(\\.0)?"` "5m" `le=~"300(\\.0)?"` "300s" `le=~"300(\\.0)?"` "6m" `le=~"360(\\.0)?"` "360s" `le=~"360(\\.0)?"` "8m" `le=~"480(\\.0)?"` "480s" `le=~"480(\\.0)?"` "10m" `le=~"600(\\.0)?"` "600s" `le=~"600(\\.0)?"` "15m" `le=~"900(\\.0)?"` "900s" `le=~"900(\\.0)?"` "20m" `le=~"1200(\\.0)?"` "1200s" `le=~"1200(\\.0)?"` "30m" `le=~"1800(\\.0)?"` "1800s" `le=~"1800(\\.0)?"` "45m" `le=~"2700(\\.0)?"` "2700s" `le=~"2700(\\.0)?"` "1h" `le=~"3600(\\.0)?"` "3600s" `le=~"3600(\\.0)?"` "60m" `le=~"3600(\\.0)?"` }}
+{{- $le := dict "50ms" `le=~"0\\.05"` "100ms" `le=~"0\\.1"` "250ms" `le=~"0\\.25"` "500ms" `le=~"0\\.5"` "1s" `le=~"1(\\.0)?"` "2s" `le=~"2(\\.0)?"` "3s" `le=~"3(\\.0)?"` "4s" `le=~"4(\\.0)?"` "5s" `le=~"5(\\.0)?"` "6s" `le=~"6(\\.0)?"` "8s" `le=~"8(\\.0)?"` "10s" `le=~"10(\\.0)?"` "20s" `le=~"20(\\.0)?"` "30s" `le=~"30(\\.0)?"` "45s" `le=~"45(\\.0)?"` "1m" `le=~"60(\\.0)?"` "60s" `le=~"60(\\.0)?"` "2m" `le=~"120(\\.0)?"` "120s" `le=~"120(\\.0)?"` "3m" `le=~"180(\\.0)?"` "180s" `le=~"180(\\.0)?"` "4m" `le=~"240(\\.0)?"` "240s" `le=~"240(\\.0)?"` "5m" `le=~"300(\\.0)?"` "300s" `le=~"300(\\.0)?"` "6m" `le=~"360(\\.0)?"` "360s" `le=~"360(\\.0)?"` "8m" `le=~"480(\\.0)?"` "480s" `le=~"480(\\.0)?"` "10m" `le=~"600(\\.0)?"` "600s" `le=~"600(\\.0)?"` "15m" `le=~"900(\\.0)?"` "900s" `le=~"900(\\.0)?"` "20m" `le=~"1200(\\.0)?"` "1200s" `le=~"1200(\\.0)?"` "30m" `le=~"1800(\\.0)?"` "1800s" `le=~"1800(\\.0)?"` "45m" `le=~"2700(\\.0)?"` "2700s" `le=~"2700(\\.0)?"` "1h" `le=~"3600(\\.0)?"` "3600s" `le=~"3600(\\.0)?"` "60m" `le=~"3600(\\.0)?"` }}
 {{- $slos := dict }}
 {{- $_ := set $m "slos" $slos }}
 {{- if not (kindIs "map" $v.slos) }}
 {{- fail "monitoring.slos: must map the name of each SLO of alerts/slos.yaml to its objective" }}
 {{- end }}
 {{- range $name, $_ := $v.slos }}
-{{- if not (has $name (list "sandbox_creation_latency" "sandbox_creation_success" "termination_latency" "readiness_latency")) }}
-{{- fail (printf "monitoring.slos.%s: alerts/slos.yaml has no such SLO; it has sandbox_creation_latency, sandbox_creation_success, termination_latency, readiness_latency" $name) }}
+{{- if not (has $name (list "sandbox_creation_latency" "sandbox_creation_success" "termination_latency" "readiness_latency" "runc_sandbox_creation_latency")) }}
+{{- fail (printf "monitoring.slos.%s: alerts/slos.yaml has no such SLO; it has sandbox_creation_latency, sandbox_creation_success, termination_latency, readiness_latency, runc_sandbox_creation_latency" $name) }}
 {{- end }}
 {{- end }}
 {{- $s := dict }}
@@ -104,7 +104,7 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
@@ -185,7 +185,7 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.termination_latency.threshold: %s is not a bucket bound of podslo_pod_termination_duration_seconds; the bounds are 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "monitoring.slos.termination_latency.threshold: %s is not a bucket bound of podslo_pod_termination_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
@@ -228,10 +228,53 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.readiness_latency.threshold: %s is not a bucket bound of podslo_pod_readiness_duration_seconds; the bounds are 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "monitoring.slos.readiness_latency.threshold: %s is not a bucket bound of podslo_pod_readiness_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
 {{- $_ = set $slos "readiness_latency" $d }}
+{{- /* runc_sandbox_creation_latency: runc sandbox creation latency, of podslo_sandbox_creation_duration_seconds, over 30d */}}
+{{- $s = get $v.slos "runc_sandbox_creation_latency" }}
+{{- if not (kindIs "map" $s) }}
+{{- fail "monitoring.slos.runc_sandbox_creation_latency: must hold objective, threshold and minEvents" }}
+{{- end }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "threshold" "minEvents")) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.%s: no such field; it has objective, threshold and minEvents" $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.objective: %s is not a number" (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- $_ = set $d "le" (get $le $s.threshold) }}
+{{- $_ = set $slos "runc_sandbox_creation_latency" $d }}
 {{- toYaml $m }}
 {{- end }}

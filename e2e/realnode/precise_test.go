@@ -1,0 +1,141 @@
+package realnode_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/internal/realnode"
+)
+
+// kubeletHistogramSum is the count and sum of the kubelet's histogram
+// family over its series with labelName=value (every series when
+// labelName is empty); 0 before its first observation, which is when a
+// histogram vector has no series yet.
+func kubeletHistogramSum(t require.TestingT, node *realnode.Node, family, labelName, value string) (uint64, float64) {
+	raw, err := node.KubeletMetrics(context.Background())
+	require.NoError(t, err)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(raw)))
+	require.NoError(t, err)
+	f := fams[family]
+	var n uint64
+	var sum float64
+	for _, m := range f.GetMetric() {
+		if labelName == "" || label(m, labelName) == value {
+			n += m.GetHistogram().GetSampleCount()
+			sum += m.GetHistogram().GetSampleSum()
+		}
+	}
+	return n, sum
+}
+
+// TestMillisecondsOnARealNode puts each pod in a RuntimeClass of its own
+// (all runc), so that each of podslo's histogram series holds one pod, and
+// compares podslo's millisecond sandbox creation, readiness and
+// termination with the receive times of the test's own watch, pod by pod,
+// and with the kubelet's own sandbox and start-up durations in sum.
+func TestMillisecondsOnARealNode(t *testing.T) {
+	began := time.Now()
+	s := startSuite(t)
+	ctx := context.Background()
+	c := s.node.Client
+	const pods = 8
+	uids := map[string]types.UID{}
+	var names []string
+	for i := range pods {
+		class := fmt.Sprintf("ms-%d", i)
+		_, err := c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: class}, Handler: "runc"}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		names = append(names, class)
+	}
+	url := s.startExporter(t.TempDir())
+	runsBefore, runSumBefore := kubeletHistogramSum(t, s.node, "kubelet_runtime_operations_duration_seconds", "operation_type", "run_podsandbox")
+	startsBefore, startSumBefore := kubeletHistogramSum(t, s.node, "kubelet_pod_start_sli_duration_seconds", "", "")
+
+	var all []types.UID
+	for _, name := range names {
+		uids[name] = s.createPod(name, inClass(name)).UID
+		all = append(all, uids[name])
+	}
+	s.waitRunning(all...)
+	for _, name := range names {
+		s.deletePod(name, 30)
+	}
+	require.Eventually(t, func() bool {
+		for _, uid := range all {
+			if _, ok := s.tr.get(uid).seen[seenGone]; !ok {
+				return false
+			}
+		}
+		return true
+	}, 2*time.Minute, 100*time.Millisecond, "not every sandbox went away")
+
+	type sli struct {
+		family, from, to string
+	}
+	slis := []sli{
+		{"podslo_sandbox_creation_duration_seconds", seenScheduled, seenSandboxReady},
+		{"podslo_pod_readiness_duration_seconds", seenStarted, seenReady},
+		{"podslo_pod_termination_duration_seconds", seenRequested, seenGone},
+	}
+	diffs := map[string][]float64{}
+	var creationSum float64
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		fams := scrape(ct, url)
+		clear(diffs)
+		creationSum = 0
+		for _, x := range slis {
+			count, sum := histogramByClass(fams[x.family])
+			for _, name := range names {
+				want, ok := s.tr.get(uids[name]).between(x.from, x.to)
+				require.True(ct, ok, "%s: the test's watch did not see %s and %s", name, x.from, x.to)
+				require.Equal(ct, uint64(1), count[name], "%s of %s", x.family, name)
+				diffs[x.family] = append(diffs[x.family], math.Abs(sum[name]-want))
+				if x.from == seenScheduled {
+					creationSum += sum[name]
+				}
+			}
+		}
+		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
+		for _, sli := range []string{"sandbox_creation", "readiness", "termination"} {
+			assert.Equal(ct, float64(pods), precision[sli+",millisecond"], sli)
+			assert.Zero(ct, precision[sli+",second"], sli)
+		}
+	}, 30*time.Second, 100*time.Millisecond, "podslo's milliseconds differ from the test's watch")
+
+	// The difference from the test's own watch, pod by pod: both receive
+	// the same API server's updates, so only their delivery differs.
+	var worst float64
+	for _, x := range slis {
+		d := slices.Sorted(slices.Values(diffs[x.family]))
+		require.Len(t, d, pods)
+		t.Logf("%s: |podslo - the test's watch| over %d pods: median %.1f ms, max %.1f ms",
+			x.family, pods, 1000*d[len(d)/2], 1000*d[len(d)-1])
+		worst = max(worst, d[len(d)-1])
+	}
+	assert.Less(t, worst, msTolerance, "podslo's milliseconds are further than %v s from the test's watch", msTolerance)
+
+	// In sum, beside the kubelet's own: its run_podsandbox is the runtime's
+	// part of what podslo measures from scheduling to the sandbox's
+	// condition, so podslo's sum is at least the kubelet's.
+	runs, runSum := kubeletHistogramSum(t, s.node, "kubelet_runtime_operations_duration_seconds", "operation_type", "run_podsandbox")
+	starts, startSum := kubeletHistogramSum(t, s.node, "kubelet_pod_start_sli_duration_seconds", "", "")
+	assert.Equal(t, uint64(pods), runs-runsBefore, "the kubelet's run_podsandbox")
+	assert.Equal(t, uint64(pods), starts-startsBefore, "the kubelet's pod start SLI")
+	t.Logf("sandbox creation over %d pods: podslo %.3f s, the kubelet's run_podsandbox %.3f s; the kubelet's pod start SLI over %d pods %.3f s; test body done after %v",
+		pods, creationSum, runSum-runSumBefore, starts-startsBefore, startSum-startSumBefore, time.Since(began).Round(time.Millisecond))
+	assert.GreaterOrEqual(t, creationSum, runSum-runSumBefore, "podslo's sandbox creation includes the runtime's run_podsandbox")
+}
