@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -90,7 +91,7 @@ func TestApplyPersistsAcrossReopen(t *testing.T) {
 		return c
 	}
 	runcClassic := wantClassic(0)
-	runcClassic[3]++ // 3s is in the le=3 bucket, index 3
+	runcClassic[slices.Index(Buckets, 3)]++ // 3s is in the le=3 bucket
 	want := map[string]seriesView{
 		"creation/runc\xffnone":    {Count: 2, Sum: 3, Classic: runcClassic, Schema: 3, ZeroCount: 1, Native: map[int32]uint64{13: 1}},
 		"creation/kata\xfffast":    {Count: 1, Sum: 4000, Classic: wantClassic(len(Buckets)), Schema: 3, Native: map[int32]uint64{96: 1}},
