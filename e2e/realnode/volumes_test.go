@@ -33,7 +33,8 @@ const (
 // are bound to static PVs of StorageClasses of the test's own, beside a pod
 // without a claim, kills one claimed pod's sandbox, and compares podslo's
 // sandbox creation and re-creation series per storage_class with the pods'
-// own conditions, and the sandboxes podslo counts with the kubelet's.
+// own conditions, its readiness too, and the sandboxes podslo counts with
+// the kubelet's.
 func TestPVCBackedPodsOnARealNode(t *testing.T) {
 	began := time.Now()
 	s := startSuite(t)
@@ -129,16 +130,25 @@ func TestPVCBackedPodsOnARealNode(t *testing.T) {
 	byStorage := func(p *podTruth) string { return p.storage }
 	count, sum, _, _ := s.tr.creationsBy(byStorage)
 	require.Equal(t, map[string]uint64{"none": 1, hostPathClass: 2, localClass: 1}, count)
+	// Readiness: from the container's start to the first Ready, before
+	// the kill below restarts the container.
+	readyCount, readySum := map[string]uint64{}, map[string]float64{}
 	for name, uid := range uids {
 		p := s.tr.get(uid)
-		t.Logf("%s (%s): created %s, scheduled %s, sandbox ready %v", name, p.storage, p.created.Format(time.TimeOnly),
-			p.scheduled.Format(time.TimeOnly), times(p.sandboxReady))
+		require.False(t, p.ready.IsZero(), "%s never Ready", name)
+		readyCount[p.storage]++
+		readySum[p.storage] += p.ready.Sub(p.started).Seconds()
+		t.Logf("%s (%s): created %s, scheduled %s, sandbox ready %v, started %s, Ready %s", name, p.storage, p.created.Format(time.TimeOnly),
+			p.scheduled.Format(time.TimeOnly), times(p.sandboxReady), p.started.Format(time.TimeOnly), p.ready.Format(time.TimeOnly))
 	}
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 		fams := scrape(ct, url)
 		gotCount, gotSum := histogramBy(fams["podslo_sandbox_creation_duration_seconds"], "storage_class")
 		assert.Equal(ct, count, gotCount, "creations per storage_class")
 		assert.Equal(ct, sum, gotSum, "creation seconds per storage_class")
+		gotCount, gotSum = histogramBy(fams["podslo_pod_readiness_duration_seconds"], "storage_class")
+		assert.Equal(ct, readyCount, gotCount, "readiness per storage_class")
+		assert.Equal(ct, readySum, gotSum, "readiness seconds per storage_class")
 		assert.Equal(ct, uint64(len(uids)), kubeletSandboxRuns(ct, s.node), "the kubelet's sandboxes")
 	}, 30*time.Second, 100*time.Millisecond, "podslo's sandbox creations per storage class differ from the pods' conditions")
 
