@@ -192,11 +192,14 @@ func podsloSandboxes(fams map[string]*dto.MetricFamily) uint64 {
 }
 
 // missingObject matches the kubelet's FailedMount messages of a Secret or
-// ConfigMap that does not exist, the test's own reading of them.
-var missingObject = regexp.MustCompile(`^MountVolume\.SetUp failed for volume "[^"]+" : (secret|configmap) "[^"]+" not found$`)
+// ConfigMap that does not exist, the test's own reading of them: one
+// object, or a projected volume's list of them.
+var missingObject = regexp.MustCompile(`^MountVolume\.SetUp failed for volume "[^"]+" : ` +
+	`(?:(?:secret|configmap) "[^"]+" not found|\[(?:(?:secret|configmap) "[^"]+" not found, )*(?:secret|configmap) "[^"]+" not found\])$`)
 
 // TestFailedMountOnARealNode (issue 26, item 2) runs a pod whose Secret
-// is missing and one whose ConfigMap is missing, beside a plain pod: the
+// is missing, one whose ConfigMap is missing and one whose projected
+// volume misses both, beside a plain pod: the
 // kubelet's own FailedMount events mark them as the pod author's error,
 // which podslo leaves out of the sandbox creation SLI. Once the Secret and
 // the ConfigMap exist the pods start, and what follows is measured as
@@ -216,9 +219,16 @@ func TestFailedMountOnARealNode(t *testing.T) {
 		"no-configmap": s.createPod("no-configmap", withVolume(corev1.Volume{Name: "config",
 			VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app-config"}}}})).UID,
 	}
+	uids["no-projected"] = s.createPod("no-projected", withVolume(corev1.Volume{Name: "bundle",
+		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{Secret: &corev1.SecretProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "bundle-creds"}}},
+			{ConfigMap: &corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "bundle-config"}}},
+		}}}})).UID
 	userErrors := map[string]string{
 		"no-secret":    `MountVolume.SetUp failed for volume "creds" : secret "db-creds" not found`,
 		"no-configmap": `MountVolume.SetUp failed for volume "config" : configmap "app-config" not found`,
+		// A projected volume lists every missing source in brackets.
+		"no-projected": `MountVolume.SetUp failed for volume "bundle" : [secret "bundle-creds" not found, configmap "bundle-config" not found]`,
 	}
 	s.waitRunning(uids["plain"])
 	// The truth: the kubelet's FailedMount events, with the message each
@@ -280,8 +290,17 @@ func TestFailedMountOnARealNode(t *testing.T) {
 
 	// The author fixes the spec's references: the kubelet's next mount
 	// attempt succeeds and the pods start.
+	for _, o := range []string{"bundle-creds", "bundle-config"} {
+		s.tr.act("no-projected", "create "+o)
+	}
+	_, err := c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "bundle-creds"},
+		StringData: map[string]string{"password": "x"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "bundle-config"},
+		Data: map[string]string{"app.yaml": "x: 1"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
 	s.tr.act("no-secret", "create Secret db-creds")
-	_, err := c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-creds"},
+	_, err = c.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db-creds"},
 		StringData: map[string]string{"password": "x"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	s.tr.act("no-configmap", "create ConfigMap app-config")
