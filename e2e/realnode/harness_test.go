@@ -95,9 +95,18 @@ func startSuite(t *testing.T, opts ...testenv.Option) *suite {
 // startExporter runs podslo's exporter in this process on state dir and
 // returns its URL once ready. stop ends it early, as a graceful shutdown.
 func (s *suite) startExporter(state string) string {
+	return s.startExporterWith(state, nil)
+}
+
+// startExporterWith is startExporter with options of the test's own:
+// configure changes the exporter's Options, with adds constructor options.
+func (s *suite) startExporterWith(state string, configure func(*exporter.Options), with ...exporter.Option) string {
 	url := "http://" + testenv.RunComponent(s.t, "exporter", func(lis net.Listener) (testenv.Component, error) {
-		return exporter.New(exporter.Options{Kubeconfig: s.node.Kubeconfig, StateDir: state, Logger: testenv.Logger(s.t)},
-			exporter.WithListener(lis))
+		opts := exporter.Options{Kubeconfig: s.node.Kubeconfig, StateDir: state, Logger: testenv.Logger(s.t)}
+		if configure != nil {
+			configure(&opts)
+		}
+		return exporter.New(opts, append([]exporter.Option{exporter.WithListener(lis)}, with...)...)
 	})
 	testenv.WaitReady(s.t, url, "exporter")
 	return url

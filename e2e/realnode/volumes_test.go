@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podslo/podslo/exporter"
 	"github.com/podslo/podslo/internal/realnode"
 )
 
@@ -211,6 +212,12 @@ func TestFailedMountOnARealNode(t *testing.T) {
 	ctx := context.Background()
 	c := s.node.Client
 	url := s.startExporter(t.TempDir())
+	// A second exporter, on a state of its own, whose creation timeout the
+	// stuck pods outlast: a user error past its timeout is excluded, not
+	// the platform's timeout, and only once, also when its sandbox comes.
+	const shortTimeout = 2 * time.Second
+	short := s.startExporterWith(t.TempDir(), func(o *exporter.Options) { o.SandboxCreationTimeout = shortTimeout },
+		exporter.WithTimeoutCheckInterval(200*time.Millisecond))
 
 	uids := map[string]types.UID{
 		"plain": s.createPod("plain").UID,
@@ -283,6 +290,25 @@ func TestFailedMountOnARealNode(t *testing.T) {
 		assert.Zero(ct, counterTotal(fams["podslo_sandbox_creation_timeouts_total"]), "timeouts")
 		assert.Equal(ct, uint64(1), kubeletSandboxRuns(ct, s.node), "the kubelet's sandboxes")
 	}, 30*time.Second, 100*time.Millisecond, "podslo does not hold the stuck pods as user errors")
+	// The short timeout's exporter: each blamed pod excluded once its
+	// timeout passed; the plain pod a timeout only if its own sandbox took
+	// longer than that (condition times in whole seconds, as podslo
+	// compares them), and its creation observed either way.
+	shortTimeouts := 0.0
+	for name, uid := range uids {
+		if p := s.tr.get(uid); !blamed[name] && p.sandboxReady[0].Unix()-p.scheduled.Unix() > int64(shortTimeout/time.Second) {
+			shortTimeouts++
+		}
+	}
+	checkShort := func(ct *assert.CollectT) {
+		fams := scrape(ct, short)
+		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
+		assert.Equal(ct, count, gotCount, "creations with a short timeout")
+		assert.Equal(ct, sum, gotSum, "creation seconds with a short timeout")
+		assert.Equal(ct, map[string]float64{"none,user_error": float64(len(blamed))}, counterBy(fams["podslo_sandbox_creations_excluded_total"], "runtime_class", "reason"), "exclusions with a short timeout")
+		assert.Equal(ct, shortTimeouts, counterTotal(fams["podslo_sandbox_creation_timeouts_total"]), "timeouts with a short timeout")
+	}
+	assert.EventuallyWithT(t, checkShort, 30*time.Second, 100*time.Millisecond, "the stuck pods past a short timeout")
 	for name := range userErrors {
 		p := s.tr.get(uids[name])
 		require.Empty(t, p.sandboxReady, "%s: a sandbox without its volume", name)
@@ -366,6 +392,10 @@ func TestFailedMountOnARealNode(t *testing.T) {
 		assert.Equal(ct, podsloSandboxes(fams), kubeletSandboxRuns(ct, s.node), "the kubelet's run_podsandbox against podslo's creations + re-creations + excluded")
 		assert.Equal(ct, uint64(len(uids)), kubeletSandboxRuns(ct, s.node), "the kubelet's sandboxes")
 	}, 30*time.Second, 100*time.Millisecond, "podslo's measure of the fixed pods differs from docs/metrics.md")
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		checkShort(ct)
+		assert.Equal(ct, podsloSandboxes(scrape(ct, short)), kubeletSandboxRuns(ct, s.node), "the kubelet's run_podsandbox against podslo's creations + re-creations + excluded, with a short timeout")
+	}, 30*time.Second, 100*time.Millisecond, "the fixed pods, once excluded past a short timeout, counted again")
 	t.Logf("phases: count %v, sum %v s; per-pod creation %v s; test body done after %v", phaseCount, phaseSum,
 		perPodCreation, time.Since(began).Round(time.Millisecond))
 }
