@@ -54,6 +54,7 @@ func TestPVCBackedPodsOnARealNode(t *testing.T) {
 	}
 	// One PV per claim, each a directory under the node's: Retain, so that
 	// no recycler pod runs when the claims go.
+	var pvs []string
 	volume := func(name, class string, source corev1.PersistentVolumeSource, affinity *corev1.VolumeNodeAffinity) {
 		t.Helper()
 		_, err := c.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
@@ -68,7 +69,11 @@ func TestPVCBackedPodsOnARealNode(t *testing.T) {
 			},
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		_, err = c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
+		pvs = append(pvs, name)
+	}
+	claim := func(name, class string) {
+		t.Helper()
+		_, err := c.CoreV1().PersistentVolumeClaims(ns).Create(ctx, &corev1.PersistentVolumeClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: corev1.PersistentVolumeClaimSpec{
 				StorageClassName: &class,
@@ -93,13 +98,39 @@ func TestPVCBackedPodsOnARealNode(t *testing.T) {
 		MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{realnode.NodeName}}},
 	}}}}
 	volume("local-0", localClass, corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir("local-0")}}, onNode)
-
-	// The controller-manager binds the hostPath claims at once; the local
-	// one stays Pending until its pod is scheduled.
+	// The PV controller marks a PV Available once it has seen it. A claim
+	// made before then finds no match (and on a StorageClass without a
+	// provisioner, "no volume plugin matched name:
+	// kubernetes.io/no-provisioner") and waits for the binder's next
+	// resync, 15 s later.
 	require.Eventually(t, func() bool {
+		for _, name := range pvs {
+			pv, err := c.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || pv.Status.Phase != corev1.VolumeAvailable {
+				return false
+			}
+		}
+		return true
+	}, time.Minute, 100*time.Millisecond, "the PVs never became Available")
+	for _, name := range hostPathPVs {
+		claim(name, hostPathClass)
+	}
+	claim("local-0", localClass)
+
+	// The controller-manager binds the hostPath claims at once, each to a
+	// PV of its class it picks (either of the two); the local one stays
+	// Pending until its pod is scheduled.
+	require.Eventually(t, func() bool {
+		bound := map[string]bool{}
 		for _, name := range hostPathPVs {
 			pvc, err := c.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil || pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName != name {
+			if err != nil || pvc.Status.Phase != corev1.ClaimBound {
+				return false
+			}
+			bound[pvc.Spec.VolumeName] = true
+		}
+		for _, name := range hostPathPVs {
+			if !bound[name] {
 				return false
 			}
 		}
