@@ -106,42 +106,49 @@ unit:
 testbin: $(TESTBIN)/etcd $(TESTBIN)/kube-apiserver
 
 # No file prerequisites on purpose: a fresh clone has new mtimes, and the
-# versioned path already says when a rebuild is due. Build to a temporary
-# name so an interrupted build never leaves a truncated binary behind.
+# versioned path already says when a rebuild is due (the Kubernetes
+# binaries also check their stamp, below). Build to a temporary name so an
+# interrupted build never leaves a truncated binary behind.
 $(TESTBIN)/etcd:
 	@mkdir -p $(@D)
 	cd hack/tools && $(GO) build -o $@.tmp ./cmd/etcd && mv $@.tmp $@
-
-$(TESTBIN)/kube-apiserver:
-	@mkdir -p $(@D)
-	cd hack/tools && $(GO) build -o $@.tmp k8s.io/kubernetes/cmd/kube-apiserver && mv $@.tmp $@
 
 ## clusterbin: the rest of a real control plane, for kwok clusters (about
 ## 2 minutes for both after testbin, on 2 cores).
 clusterbin: testbin $(TESTBIN)/kube-scheduler $(TESTBIN)/kube-controller-manager
 
-$(TESTBIN)/kube-scheduler $(TESTBIN)/kube-controller-manager:
-	@mkdir -p $(@D)
-	cd hack/tools && $(GO) build -o $@.tmp k8s.io/kubernetes/cmd/$(@F) && mv $@.tmp $@
-
 ## nodebin: kubelet and kube-proxy, pinned in hack/tools, for the real-node
-## tests (internal/realnode). Stamped as Kubernetes' own release build
-## stamps them (hack/lib/version.sh): without it the node reports
-## v0.0.0-master. The build date is the module's release time, not the
-## day of the build. About 4.5 minutes for both after testbin on 2 cores,
-## 20 s with a warm Go build cache (docs/testing.md).
+## tests (internal/realnode). About 4.5 minutes for both after testbin on 2
+## cores, 20 s with a warm Go build cache (docs/testing.md).
 nodebin: clusterbin $(TESTBIN)/kubelet $(TESTBIN)/kube-proxy
 
+# Every Kubernetes binary is stamped as Kubernetes' own release build
+# stamps it (hack/lib/version.sh): unstamped, the node reports
+# v0.0.0-master, and so does kube-apiserver, which `helm install` then
+# refuses against the chart's kubeVersion. The build date is the module's
+# release time, not the day of the build.
 K8S_GIT_MAJOR := $(word 1,$(subst ., ,$(K8S_VERSION:v%=%)))
 K8S_GIT_MINOR := $(word 2,$(subst ., ,$(K8S_VERSION:v%=%)))
 K8S_VERSION_LDFLAGS = $(foreach pkg,k8s.io/client-go/pkg/version k8s.io/component-base/version,\
 	-X $(pkg).gitVersion=$(K8S_VERSION) -X $(pkg).gitMajor=$(K8S_GIT_MAJOR) -X $(pkg).gitMinor=$(K8S_GIT_MINOR) \
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=$$date)
 
-$(TESTBIN)/kubelet $(TESTBIN)/kube-proxy:
-	@mkdir -p $(@D)
-	cd hack/tools && date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
-	  $(GO) build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(@F) && mv $@.tmp $@
+# The versioned path alone cannot tell a binary cached before the stamping
+# (it says v0.0.0-master) from a stamped one, so each build asks the cached
+# binary its version first and rebuilds only when it is not K8S_VERSION:
+# an old cache is rebuilt once (the link only, with a warm Go build cache:
+# docs/testing.md), a fresh clone on a stamped cache builds nothing.
+K8S_BINARIES := $(addprefix $(TESTBIN)/,kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy)
+
+$(K8S_BINARIES): FORCE
+	@if [ "$$($@ --version 2>/dev/null)" != "Kubernetes $(K8S_VERSION)" ]; then \
+	  mkdir -p $(@D) && cd hack/tools && date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
+	  echo "build $@ ($(K8S_VERSION))" && \
+	  $(GO) build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(@F) && mv $@.tmp $@; \
+	fi
+
+.PHONY: FORCE
+FORCE:
 
 ## kwokbin: kwok and kwokctl, pinned in hack/kwok (about 3.5 minutes cold
 ## on 2 cores).

@@ -83,8 +83,8 @@ func TestPrometheusOperatorAPI(t *testing.T) {
 // does on a real kube-apiserver without the Prometheus Operator's CRDs
 // (its Capabilities.APIVersions from the server's discovery) and applies
 // every object there (--dry-run=server): the README's command and the
-// defaults both install. (helm install itself refuses the test
-// kube-apiserver, which reports version v0.0.0-master.)
+// defaults both install. (e2e/realnode's TestChartOnARealNode runs the
+// README's `helm install` itself, on a real node.)
 func TestInstallWithoutPrometheusOperator(t *testing.T) {
 	env := testenv.Start(t)
 	a := newApplier(t, env.Config)

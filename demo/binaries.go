@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
 )
 
 // binary is one program the demo runs, and how the Makefile builds it.
@@ -17,13 +18,17 @@ type binary struct {
 	module string // directory of its Go module, under the source tree
 	pkg    string
 	kwok   bool // lives in KwokBinDir
+	// kubernetes: stamped with its version as the Makefile stamps it
+	// (K8S_VERSION_LDFLAGS): unstamped, it reports v0.0.0-master, and the
+	// Makefile, which shares the cache, would link it again.
+	kubernetes bool
 }
 
 var binaries = []binary{
 	{name: "etcd", module: "hack/tools", pkg: "./cmd/etcd"},
-	{name: "kube-apiserver", module: "hack/tools", pkg: "k8s.io/kubernetes/cmd/kube-apiserver"},
-	{name: "kube-controller-manager", module: "hack/tools", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager"},
-	{name: "kube-scheduler", module: "hack/tools", pkg: "k8s.io/kubernetes/cmd/kube-scheduler"},
+	{name: "kube-apiserver", module: "hack/tools", pkg: "k8s.io/kubernetes/cmd/kube-apiserver", kubernetes: true},
+	{name: "kube-controller-manager", module: "hack/tools", pkg: "k8s.io/kubernetes/cmd/kube-controller-manager", kubernetes: true},
+	{name: "kube-scheduler", module: "hack/tools", pkg: "k8s.io/kubernetes/cmd/kube-scheduler", kubernetes: true},
 	{name: "kwok", module: "hack/kwok", pkg: "sigs.k8s.io/kwok/cmd/kwok", kwok: true},
 	{name: "kwokctl", module: "hack/kwok", pkg: "sigs.k8s.io/kwok/cmd/kwokctl", kwok: true},
 }
@@ -103,7 +108,15 @@ func (d *Demo) build(ctx context.Context, b binary, out string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return fmt.Errorf("build %s: %w", b.name, err)
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-v", "-o", out+".tmp", b.pkg)
+	args := []string{"build", "-v", "-o", out + ".tmp"}
+	if b.kubernetes {
+		flags, err := kubernetesLDFlags(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("build %s: %w", b.name, err)
+		}
+		args = append(args, "-ldflags", flags)
+	}
+	cmd := exec.CommandContext(ctx, "go", append(args, b.pkg)...)
 	cmd.Dir = dir
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -130,4 +143,31 @@ func (d *Demo) build(ctx context.Context, b binary, out string) error {
 		return fmt.Errorf("build %s: %w", b.name, err)
 	}
 	return nil
+}
+
+// kubernetesLDFlags stamps a Kubernetes binary of the module in dir with
+// the k8s.io/kubernetes version it pins, as the Makefile's
+// K8S_VERSION_LDFLAGS (and Kubernetes' own hack/lib/version.sh) does; the
+// build date is the module's release time, not the day of the build.
+func kubernetesLDFlags(ctx context.Context, dir string) (string, error) {
+	version, err := moduleVersion(filepath.Join(dir, "go.mod"), "k8s.io/kubernetes")
+	if err != nil {
+		return "", err
+	}
+	list := exec.CommandContext(ctx, "go", "list", "-m", "-f", `{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}`, "k8s.io/kubernetes")
+	list.Dir = dir
+	date, err := list.Output()
+	if err != nil {
+		return "", fmt.Errorf("the release time of k8s.io/kubernetes %s: %w", version, err)
+	}
+	parts := strings.SplitN(strings.TrimPrefix(version, "v"), ".", 3)
+	if len(parts) < 2 {
+		return "", fmt.Errorf("k8s.io/kubernetes version %q is not vMAJOR.MINOR.PATCH", version)
+	}
+	var flags []string
+	for _, pkg := range []string{"k8s.io/client-go/pkg/version", "k8s.io/component-base/version"} {
+		flags = append(flags, "-X", pkg+".gitVersion="+version, "-X", pkg+".gitMajor="+parts[0], "-X", pkg+".gitMinor="+parts[1],
+			"-X", pkg+".gitTreeState=clean", "-X", pkg+".buildDate="+strings.TrimSpace(string(date)))
+	}
+	return strings.Join(flags, " "), nil
 }

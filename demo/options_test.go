@@ -2,6 +2,7 @@ package demo
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -121,4 +122,28 @@ func TestBuild(t *testing.T) {
 	assert.True(t, strings.HasSuffix(out.String(), "building etcd: 100% ("+m[1]+"/"+m[1]+")\n"), out.String())
 	_, err = os.Stat(bin + ".tmp")
 	assert.True(t, os.IsNotExist(err), "no temporary binary left")
+}
+
+// TestBuildStampsKubernetes: a control-plane binary the demo builds says
+// the version hack/tools pins, as the Makefile's do; unstamped it says
+// v0.0.0-master, and the Makefile, which shares the cache, links it again.
+func TestBuildStampsKubernetes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links kube-scheduler")
+	}
+	var scheduler binary
+	for _, b := range binaries {
+		if b.name == "kube-scheduler" {
+			scheduler = b
+		}
+	}
+	require.True(t, scheduler.kubernetes, "kube-scheduler is stamped")
+	d := &Demo{opts: Options{SourceDir: "..", Out: io.Discard}}
+	bin := filepath.Join(t.TempDir(), "kube-scheduler")
+	require.NoError(t, d.build(t.Context(), scheduler, bin))
+	want, err := moduleVersion(filepath.Join("..", "hack", "tools", "go.mod"), "k8s.io/kubernetes")
+	require.NoError(t, err)
+	out, err := exec.Command(bin, "--version").Output()
+	require.NoError(t, err)
+	assert.Equal(t, "Kubernetes "+want, strings.TrimSpace(string(out)))
 }

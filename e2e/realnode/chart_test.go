@@ -3,11 +3,13 @@ package realnode_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"testing"
 	"time"
@@ -41,16 +43,12 @@ const (
 	chartClass     = "podslo-hostpath"
 )
 
-// TestChartOnARealNode installs charts/podslo, with the agent, on a real
-// node, from the image `make image` writes, without the Prometheus
-// Operator's CRDs, and scrapes the exporter over the pod network.
-//
-// The test control plane's kube-apiserver is unstamped (v0.0.0-master),
-// which `helm install` refuses against the chart's kubeVersion; so the
-// chart is rendered by `helm template` for the node's Kubernetes version
-// and applied server-side. `helm template` knows no cluster, so it
-// renders no monitoring.coreos.com object, as `prometheusOperator: auto`
-// does on a cluster without the CRDs; the test checks that it renders none.
+// TestChartOnARealNode installs charts/podslo with `helm install`, with the
+// agent, on a real node, from the image `make image` writes, without the
+// Prometheus Operator's CRDs, with the README's command for such a
+// cluster, and scrapes the exporter over the pod network; `helm uninstall`
+// then removes the release and keeps the state's claim, as the release
+// notes say.
 func TestChartOnARealNode(t *testing.T) {
 	layout := filepath.Join(charts.Root(), "bin", "image")
 	if _, err := os.Stat(filepath.Join(layout, "index.json")); err != nil {
@@ -69,26 +67,15 @@ func TestChartOnARealNode(t *testing.T) {
 	ctx := context.Background()
 	c := node.Client
 
+	// make clusterbin stamps the control plane: unstamped, kube-apiserver
+	// says v0.0.0-master, which `helm install` refuses against the
+	// chart's kubeVersion.
+	server, err := c.Discovery().ServerVersion()
+	require.NoError(t, err)
+	require.Equal(t, version, server.GitVersion, "kube-apiserver's version (an old unstamped cache: run `make clusterbin`)")
+
 	// 1. The image, as `make image` built it, in the node's containerd.
 	require.NoError(t, node.ImportOCILayout(layout))
-
-	// 2. The chart, rendered for this node, applied server-side.
-	out, err := charts.Template(helm, chartRelease, chartNamespace, "--kube-version", version,
-		"--set", "agent.enabled=true",
-		// No registry is reachable: the imported image or nothing.
-		"--set", "image.pullPolicy=Never",
-		"--set", "exporter.persistence.storageClassName="+chartClass)
-	require.NoError(t, err)
-	objs := decodeAll(t, out)
-	kinds := map[string]int{}
-	for _, o := range objs {
-		require.NotEqual(t, "monitoring.coreos.com", o.GroupVersionKind().Group,
-			"%s %s rendered on a cluster without the Prometheus Operator's CRDs", o.GetKind(), o.GetName())
-		kinds[o.GetKind()]++
-	}
-	for _, k := range []string{"StatefulSet", "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
-		require.Equal(t, 1, kinds[k], "rendered %s objects", k)
-	}
 
 	// The exporter's state: a hostPath PV under the node's directory, for
 	// the controller-manager to bind the StatefulSet's claim to. A hostPath
@@ -115,19 +102,43 @@ func TestChartOnARealNode(t *testing.T) {
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	_, err = c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: chartNamespace}}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	// 2. The chart, as the README installs it on a cluster without the
+	// Prometheus Operator's CRDs, with this node's own values.
+	rel := &installedRelease{}
 	// Registered after the node's cleanups, so it runs before them: the
 	// controllers would re-create the pods the node's teardown deletes.
-	t.Cleanup(func() { removeWorkloads(t, node) })
-	apply := newChartApplier(t, node)
+	t.Cleanup(func() { uninstallChart(t, node, helm, rel) })
+	out, err := charts.Run(helm, "install", chartRelease, charts.ChartDir(), "--namespace", chartNamespace, "--create-namespace",
+		"--kubeconfig", node.Kubeconfig, "--output", "json",
+		"--set", "exporter.serviceMonitor.enabled=false,agent.podMonitor.enabled=false",
+		"--set", "agent.enabled=true",
+		// No registry is reachable: the imported image or nothing.
+		"--set", "image.pullPolicy=Never",
+		"--set", "exporter.persistence.storageClassName="+chartClass)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(out, rel), "helm install's output: %s", out)
+	require.Equal(t, "deployed", rel.Info.Status)
+	objs := decodeAll(t, []byte(rel.Manifest))
+	rel.objects = objs
+	kinds := map[string]int{}
 	for _, o := range objs {
-		require.NoError(t, apply(o))
+		require.NotEqual(t, "monitoring.coreos.com", o.GroupVersionKind().Group,
+			"%s %s rendered on a cluster without the Prometheus Operator's CRDs", o.GetKind(), o.GetName())
+		kinds[o.GetKind()]++
 	}
-	t.Logf("chart applied %v after the start (%d objects)", time.Since(began).Round(time.Millisecond), len(objs))
+	for _, k := range []string{"StatefulSet", "DaemonSet", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"} {
+		require.Equal(t, 1, kinds[k], "installed %s objects", k)
+	}
+	// The notes say which claim holds the state and that `helm
+	// uninstall` keeps it; uninstallChart checks that it does.
+	claim := "state-" + chartRelease + "-podslo-exporter-0"
+	assert.Contains(t, rel.Info.Notes, "the PersistentVolumeClaim "+claim+".\n`helm uninstall` keeps it")
+	m := regexp.MustCompile(`kubectl -n ` + chartNamespace + ` delete pvc -l (\S+)`).FindStringSubmatch(rel.Info.Notes)
+	require.NotNil(t, m, "the notes' command that starts over:\n%s", rel.Info.Notes)
+	rel.keptSelector = m[1]
+	t.Logf("chart installed %v after the start (%d objects); notes:\n%s", time.Since(began).Round(time.Millisecond), len(objs), rel.Info.Notes)
 
 	// 3. The claim bound to the PV, the exporter and the agent Ready.
-	claim := "state-" + chartRelease + "-podslo-exporter-0"
 	require.Eventually(t, func() bool {
 		pvc, err := c.CoreV1().PersistentVolumeClaims(chartNamespace).Get(ctx, claim, metav1.GetOptions{})
 		return err == nil && pvc.Status.Phase == corev1.ClaimBound && pvc.Spec.VolumeName == "podslo-state"
@@ -265,48 +276,76 @@ func decodeAll(t *testing.T, raw []byte) []*unstructured.Unstructured {
 	}
 }
 
-// newChartApplier applies an object server-side, as `kubectl apply
-// --server-side` does.
-func newChartApplier(t *testing.T, node *realnode.Node) func(*unstructured.Unstructured) error {
-	t.Helper()
-	dyn, err := dynamic.NewForConfig(node.Config)
-	require.NoError(t, err)
-	dc, err := discovery.NewDiscoveryClientForConfig(node.Config)
-	require.NoError(t, err)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return func(o *unstructured.Unstructured) error {
-		gvk := o.GroupVersionKind()
-		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-		if err != nil {
-			return err
-		}
-		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
-		if ns := o.GetNamespace(); ns != "" {
-			r = dyn.Resource(m.Resource).Namespace(ns)
-		} else if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			r = dyn.Resource(m.Resource).Namespace(chartNamespace)
-		}
-		_, err = r.Apply(context.Background(), o.GetName(), o, metav1.ApplyOptions{FieldManager: "podslo-chart-test", Force: true})
-		return err
-	}
+// installedRelease is what `helm install --output json` says of the release,
+// and what uninstallChart checks.
+type installedRelease struct {
+	Info struct {
+		Status string `json:"status"`
+		Notes  string `json:"notes"`
+	} `json:"info"`
+	Manifest string `json:"manifest"`
+	// objects are the release's objects; keptSelector is the notes' label
+	// selector of the claims `helm uninstall` keeps.
+	objects      []*unstructured.Unstructured
+	keptSelector string
 }
 
-// removeWorkloads deletes the chart's StatefulSet and DaemonSet and waits
-// until their pods are gone, so that no controller re-creates a pod the
-// node's teardown deletes.
-func removeWorkloads(t *testing.T, node *realnode.Node) {
+// uninstallChart runs `helm uninstall`, waits until the release's pods are
+// gone, so that no controller re-creates a pod the node's teardown
+// deletes, and checks what the notes said: every object of the release is
+// gone, and the state's claim, which the StatefulSet made, is kept and is
+// what the notes' `kubectl delete pvc -l` selects.
+func uninstallChart(t *testing.T, node *realnode.Node, helm string, rel *installedRelease) {
 	ctx := context.Background()
 	c := node.Client
-	fg := metav1.DeletePropagationForeground
-	opts := metav1.DeleteOptions{PropagationPolicy: &fg}
-	_ = c.AppsV1().StatefulSets(chartNamespace).Delete(ctx, chartRelease+"-podslo-exporter", opts)
-	_ = c.AppsV1().DaemonSets(chartNamespace).Delete(ctx, chartRelease+"-podslo-agent", opts)
+	_, err := charts.Run(helm, "uninstall", chartRelease, "--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig,
+		"--ignore-not-found", "--cascade", "foreground", "--wait")
+	if err != nil {
+		t.Errorf("helm uninstall: %v", err)
+	}
 	if !assertEventually(t, func() bool {
 		pods, err := c.CoreV1().Pods(chartNamespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(pods.Items) == 0
 	}, time.Minute) {
-		t.Errorf("the chart's pods outlived their workloads")
+		t.Errorf("the chart's pods outlived helm uninstall")
 	}
+	if rel.objects == nil {
+		return // not installed: nothing to check
+	}
+	// No require here: a cleanup that stops early would skip the node's
+	// teardown checks after it.
+	dyn, err := dynamic.NewForConfig(node.Config)
+	if !assert.NoError(t, err) {
+		return
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(node.Config)
+	if !assert.NoError(t, err) {
+		return
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	for _, o := range rel.objects {
+		gvk := o.GroupVersionKind()
+		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+		if !assert.NoError(t, err) {
+			continue
+		}
+		var r dynamic.ResourceInterface = dyn.Resource(m.Resource)
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			r = dyn.Resource(m.Resource).Namespace(chartNamespace)
+		}
+		_, err = r.Get(ctx, o.GetName(), metav1.GetOptions{})
+		assert.True(t, apierrors.IsNotFound(err), "%s %s after helm uninstall: %v", o.GetKind(), o.GetName(), err)
+	}
+	claims, err := c.CoreV1().PersistentVolumeClaims(chartNamespace).List(ctx, metav1.ListOptions{LabelSelector: rel.keptSelector})
+	if !assert.NoError(t, err) {
+		return
+	}
+	var kept []string
+	for _, pvc := range claims.Items {
+		kept = append(kept, pvc.Name+" "+string(pvc.Status.Phase))
+	}
+	assert.Equal(t, []string{"state-" + chartRelease + "-podslo-exporter-0 Bound"}, kept,
+		"the claims helm uninstall kept, as the notes' selector %s finds them", rel.keptSelector)
 }
 
 // logChartPods logs the chart's pods' containers' states and their last

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -54,7 +55,7 @@ func startSuite(t *testing.T, opts ...testenv.Option) *suite {
 	began := time.Now()
 	node := realnode.Start(t, opts...)
 	t.Logf("real node ready after %v", time.Since(began).Round(time.Millisecond))
-	tr := &truth{pods: map[types.UID]*podTruth{}}
+	tr := &truth{pods: map[types.UID]*podTruth{}, claims: map[string]string{}, mounts: map[types.UID][]mountEvent{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(node.Client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -68,10 +69,21 @@ func startSuite(t *testing.T, opts ...testenv.Option) *suite {
 		},
 	})
 	require.NoError(t, err)
+	// The kubelet's FailedMount events, which podslo reads to tell the
+	// pod author's missing Secret or ConfigMap from the platform's delay.
+	events := informers.NewSharedInformerFactoryWithOptions(node.Client, 0, informers.WithNamespace(ns),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "reason=FailedMount" }))
+	evInf := events.Core().V1().Events().Informer()
+	_, err = evInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    tr.observeEvent,
+		UpdateFunc: func(_, obj any) { tr.observeEvent(obj) },
+	})
+	require.NoError(t, err)
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	factory.Start(stop)
-	require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced))
+	events.Start(stop)
+	require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced, evInf.HasSynced))
 	s := &suite{t: t, node: node, tr: tr}
 	if *record {
 		// Registered after the node's cleanup, so it runs before the
@@ -84,20 +96,47 @@ func startSuite(t *testing.T, opts ...testenv.Option) *suite {
 // startExporter runs podslo's exporter in this process on state dir and
 // returns its URL once ready. stop ends it early, as a graceful shutdown.
 func (s *suite) startExporter(state string) string {
+	return s.startExporterWith(state, nil)
+}
+
+// startExporterWith is startExporter with options of the test's own:
+// configure changes the exporter's Options, with adds constructor options.
+func (s *suite) startExporterWith(state string, configure func(*exporter.Options), with ...exporter.Option) string {
 	url := "http://" + testenv.RunComponent(s.t, "exporter", func(lis net.Listener) (testenv.Component, error) {
-		return exporter.New(exporter.Options{Kubeconfig: s.node.Kubeconfig, StateDir: state, Logger: testenv.Logger(s.t)},
-			exporter.WithListener(lis))
+		opts := exporter.Options{Kubeconfig: s.node.Kubeconfig, StateDir: state, Logger: testenv.Logger(s.t)}
+		if configure != nil {
+			configure(&opts)
+		}
+		return exporter.New(opts, append([]exporter.Option{exporter.WithListener(lis)}, with...)...)
 	})
 	testenv.WaitReady(s.t, url, "exporter")
 	waitCurrent(s.t, url)
 	return url
 }
 
-// truth is what the test's own watch of the pods saw.
+// truth is what the test's own watch of the pods and of their FailedMount
+// events saw.
 type truth struct {
 	mu      sync.Mutex
 	pods    map[types.UID]*podTruth
 	actions []action
+	// claims is the StorageClass of each claim the test made, for the
+	// pods' storage class: set before a pod that mounts the claim is
+	// created.
+	claims map[string]string
+	// mounts is each distinct state of the FailedMount events of a pod,
+	// in the order seen.
+	mounts map[types.UID][]mountEvent
+}
+
+// mountEvent is one state of a FailedMount event as the kubelet wrote it:
+// its events recorder folds repeats into one event and counts them.
+type mountEvent struct {
+	Seen    time.Time   `json:"seen"`
+	Message string      `json:"message"`
+	Count   int32       `json:"count"`
+	First   metav1.Time `json:"firstTimestamp"`
+	Last    metav1.Time `json:"lastTimestamp"`
 }
 
 // action is something the test did to a pod, for the fixtures.
@@ -108,9 +147,13 @@ type action struct {
 }
 
 type podTruth struct {
-	name, class string
-	created     time.Time
-	scheduled   time.Time
+	// class is the runtime class, storage the storage class ("none"
+	// without a claim).
+	name, class, storage string
+	created              time.Time
+	scheduled            time.Time
+	// ready is the first Ready=True's lastTransitionTime.
+	ready time.Time
 	// sandboxReady holds each distinct lastTransitionTime of the sandbox
 	// condition turning True, in the order seen: the first is the first
 	// sandbox, each later one a re-created sandbox.
@@ -179,7 +222,7 @@ func (tr *truth) observe(obj any, deleted bool) {
 	defer tr.mu.Unlock()
 	p := tr.pods[pod.UID]
 	if p == nil {
-		p = &podTruth{name: pod.Name, class: "none", created: pod.CreationTimestamp.Time, seen: map[string]time.Time{}}
+		p = &podTruth{name: pod.Name, class: "none", storage: tr.storageOf(pod), created: pod.CreationTimestamp.Time, seen: map[string]time.Time{}}
 		if rc := pod.Spec.RuntimeClassName; rc != nil {
 			p.class = *rc
 		}
@@ -204,6 +247,11 @@ func (tr *truth) observe(obj any, deleted bool) {
 				p.scheduled = c.LastTransitionTime.Time
 				p.note(seenScheduled, at)
 			}
+		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
+			if p.ready.IsZero() {
+				p.ready = c.LastTransitionTime.Time
+			}
+			p.note(seenReady, at)
 		case c.Type == sandboxCondition && c.Status == corev1.ConditionTrue:
 			if n := len(p.sandboxReady); n == 0 || !p.sandboxReady[n-1].Equal(c.LastTransitionTime.Time) {
 				p.sandboxReady = append(p.sandboxReady, c.LastTransitionTime.Time)
@@ -214,8 +262,6 @@ func (tr *truth) observe(obj any, deleted bool) {
 				p.sandboxGone, p.goneDeadline = c.LastTransitionTime.Time, p.deadline
 				p.note(seenGone, at)
 			}
-		case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue:
-			p.note(seenReady, at)
 		}
 	}
 	for _, c := range pod.Status.ContainerStatuses {
@@ -229,6 +275,63 @@ func (tr *truth) observe(obj any, deleted bool) {
 			p.killed, p.finished = true, term.FinishedAt.Time
 		}
 	}
+}
+
+// storageOf is the pod's storage class as the test made it: the sorted,
+// comma-joined classes of its claims, "none" without one.
+func (tr *truth) storageOf(pod *corev1.Pod) string {
+	var classes []string
+	for _, v := range pod.Spec.Volumes {
+		if c := v.PersistentVolumeClaim; c != nil {
+			class, ok := tr.claims[c.ClaimName]
+			if !ok {
+				class = "unknown"
+			}
+			classes = append(classes, class)
+		}
+	}
+	if len(classes) == 0 {
+		return "none"
+	}
+	sort.Strings(classes)
+	return strings.Join(slices.Compact(classes), ",")
+}
+
+// claimOf records that the test's claim is of StorageClass class.
+func (tr *truth) claimOf(claim, class string) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.claims[claim] = class
+}
+
+func (tr *truth) observeEvent(obj any) {
+	ev, ok := obj.(*corev1.Event)
+	if !ok || ev.Reason != "FailedMount" || ev.InvolvedObject.Kind != "Pod" {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	uid := ev.InvolvedObject.UID
+	e := mountEvent{Seen: time.Now().UTC(), Message: ev.Message, Count: ev.Count, First: ev.FirstTimestamp, Last: ev.LastTimestamp}
+	tr.mounts[uid] = append(tr.mounts[uid], e)
+}
+
+// failedMounts is the distinct messages of a pod's FailedMount events
+// and their highest count, summed over messages.
+func (tr *truth) failedMounts(uid types.UID) (messages []string, count int32) {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	highest := map[string]int32{}
+	for _, e := range tr.mounts[uid] {
+		if _, ok := highest[e.Message]; !ok {
+			messages = append(messages, e.Message)
+		}
+		highest[e.Message] = max(highest[e.Message], e.Count)
+	}
+	for _, n := range highest {
+		count += n
+	}
+	return messages, count
 }
 
 // get is what the watch saw of a pod so far; nothing before it saw the
@@ -246,6 +349,12 @@ func (tr *truth) get(uid types.UID) podTruth {
 // sum of their creation times (PodScheduled to the first sandbox ready),
 // and the number of re-created sandboxes.
 func (tr *truth) creations() (count map[string]uint64, sum map[string]float64, recreations map[string]int, ready int) {
+	return tr.creationsBy(func(p *podTruth) string { return p.class })
+}
+
+// creationsBy is creations per the key of each pod (its runtime class,
+// its storage class); the pods whose key is "" are left out.
+func (tr *truth) creationsBy(key func(*podTruth) string) (count map[string]uint64, sum map[string]float64, recreations map[string]int, ready int) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	count, sum, recreations = map[string]uint64{}, map[string]float64{}, map[string]int{}
@@ -254,9 +363,13 @@ func (tr *truth) creations() (count map[string]uint64, sum map[string]float64, r
 			continue
 		}
 		ready++
-		count[p.class]++
-		sum[p.class] += p.sandboxReady[0].Sub(p.scheduled).Seconds()
-		recreations[p.class] += len(p.sandboxReady) - 1
+		k := key(p)
+		if k == "" {
+			continue
+		}
+		count[k]++
+		sum[k] += p.sandboxReady[0].Sub(p.scheduled).Seconds()
+		recreations[k] += len(p.sandboxReady) - 1
 	}
 	return count, sum, recreations, ready
 }
@@ -367,6 +480,9 @@ func (tr *truth) writeFixture(t *testing.T) {
 	type podTimeline struct {
 		Pod      string     `json:"pod"`
 		Timeline []snapshot `json:"timeline"`
+		// FailedMount is every distinct state of the pod's FailedMount
+		// events, in the order seen.
+		FailedMount []mountEvent `json:"failedMountEvents,omitempty"`
 	}
 	out := struct {
 		Test    string        `json:"test"`
@@ -377,8 +493,8 @@ func (tr *truth) writeFixture(t *testing.T) {
 	if v, err := testenv.KubernetesVersion(); err == nil {
 		out.Kubelet = v
 	}
-	for _, p := range tr.pods {
-		out.Pods = append(out.Pods, podTimeline{Pod: p.name, Timeline: p.timeline})
+	for uid, p := range tr.pods {
+		out.Pods = append(out.Pods, podTimeline{Pod: p.name, Timeline: p.timeline, FailedMount: tr.mounts[uid]})
 	}
 	sort.Slice(out.Pods, func(i, j int) bool { return out.Pods[i].Pod < out.Pods[j].Pod })
 	b, err := json.MarshalIndent(out, "", "  ")
@@ -430,6 +546,15 @@ func withPreStop(d time.Duration) podOption {
 		p.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{
 			Exec: &corev1.ExecAction{Command: []string{"/pause", "sleep", d.String()}},
 		}}
+	}
+}
+
+// withVolume mounts volume v in the container at /mnt/<its name>.
+func withVolume(v corev1.Volume) podOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Volumes = append(p.Spec.Volumes, v)
+		c := &p.Spec.Containers[0]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: v.Name, MountPath: "/mnt/" + v.Name})
 	}
 }
 
@@ -584,6 +709,31 @@ func counterBy(f *dto.MetricFamily, labels ...string) map[string]float64 {
 			}
 			out[strings.Join(key, ",")] += v
 		}
+	}
+	return out
+}
+
+// gaugeBy adds up a gauge's non-zero series per value of the labels named,
+// joined by ",".
+func gaugeBy(f *dto.MetricFamily, labels ...string) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range f.GetMetric() {
+		if v := m.GetGauge().GetValue(); v != 0 {
+			var key []string
+			for _, l := range labels {
+				key = append(key, label(m, l))
+			}
+			out[strings.Join(key, ",")] += v
+		}
+	}
+	return out
+}
+
+// perPod is a per-pod gauge's value per pod name, zeros included.
+func perPod(f *dto.MetricFamily) map[string]float64 {
+	out := map[string]float64{}
+	for _, m := range f.GetMetric() {
+		out[label(m, "pod")] = m.GetGauge().GetValue()
 	}
 	return out
 }
