@@ -378,12 +378,18 @@ func (tr *truth) creationsBy(key func(*podTruth) string) (count map[string]uint6
 // creation times from the test's own receive times of PodScheduled and the
 // first sandbox readiness: what podslo measures in milliseconds.
 func (tr *truth) creationsInMs() map[string]float64 {
+	return tr.creationsInMsBy(func(p *podTruth) string { return p.class })
+}
+
+// creationsInMsBy is creationsInMs keyed by key; a pod whose key is empty
+// is left out.
+func (tr *truth) creationsInMsBy(key func(*podTruth) string) map[string]float64 {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	sum := map[string]float64{}
 	for _, p := range tr.pods {
-		if d, ok := p.between(seenScheduled, seenSandboxReady); ok {
-			sum[p.class] += d
+		if d, ok := p.between(seenScheduled, seenSandboxReady); ok && key(p) != "" {
+			sum[key(p)] += d
 		}
 	}
 	return sum

@@ -169,7 +169,10 @@ func TestPVCBackedPodsOnARealNode(t *testing.T) {
 		p := s.tr.get(uid)
 		require.False(t, p.ready.IsZero(), "%s never Ready", name)
 		readyCount[p.storage]++
-		readySum[p.storage] += p.ready.Sub(p.started).Seconds()
+		// In milliseconds: podslo's watch was current for both ends.
+		d, ok := p.between(seenStarted, seenReady)
+		require.True(t, ok, name)
+		readySum[p.storage] += d
 		t.Logf("%s (%s): created %s, scheduled %s, sandbox ready %v, started %s, Ready %s", name, p.storage, p.created.Format(time.TimeOnly),
 			p.scheduled.Format(time.TimeOnly), times(p.sandboxReady), p.started.Format(time.TimeOnly), p.ready.Format(time.TimeOnly))
 	}
@@ -177,10 +180,10 @@ func TestPVCBackedPodsOnARealNode(t *testing.T) {
 		fams := scrape(ct, url)
 		gotCount, gotSum := histogramBy(fams["podslo_sandbox_creation_duration_seconds"], "storage_class")
 		assert.Equal(ct, count, gotCount, "creations per storage_class")
-		assert.Equal(ct, sum, gotSum, "creation seconds per storage_class")
+		assertSumsInMs(ct, count, s.tr.creationsInMsBy(byStorage), gotSum, "creation seconds per storage_class")
 		gotCount, gotSum = histogramBy(fams["podslo_pod_readiness_duration_seconds"], "storage_class")
 		assert.Equal(ct, readyCount, gotCount, "readiness per storage_class")
-		assert.Equal(ct, readySum, gotSum, "readiness seconds per storage_class")
+		assertSumsInMs(ct, readyCount, readySum, gotSum, "readiness seconds per storage_class")
 		assert.Equal(ct, uint64(len(uids)), kubeletSandboxRuns(ct, s.node), "the kubelet's sandboxes")
 	}, 30*time.Second, 100*time.Millisecond, "podslo's sandbox creations per storage class differ from the pods' conditions")
 
@@ -193,7 +196,7 @@ func TestPVCBackedPodsOnARealNode(t *testing.T) {
 		fams := scrape(ct, url)
 		gotCount, gotSum := histogramBy(fams["podslo_sandbox_creation_duration_seconds"], "storage_class")
 		assert.Equal(ct, count, gotCount, "creations per storage_class")
-		assert.Equal(ct, sum, gotSum, "creation seconds per storage_class")
+		assertSumsInMs(ct, count, s.tr.creationsInMsBy(byStorage), gotSum, "creation seconds per storage_class")
 		assert.Equal(ct, nonZero(recreations), counterBy(fams["podslo_sandbox_recreations_total"], "storage_class"), "re-creations per storage_class")
 		assert.Zero(ct, counterTotal(fams["podslo_sandbox_creation_timeouts_total"]), "timeouts")
 		// Every sandbox the kubelet ran is one podslo counted.
@@ -313,14 +316,22 @@ func TestFailedMountOnARealNode(t *testing.T) {
 	// Blamed on the pod author: pending as a user error, no creation, no
 	// exclusion before the sandbox is ready, no timeout, and no sandbox
 	// the kubelet ran for them.
-	count, sum, _, _ := s.tr.creations()
+	count, _, _, _ := s.tr.creations()
 	require.Equal(t, map[string]uint64{"none": 1}, count)
+	// The plain pods' creations, in milliseconds: podslo's watches were
+	// current for both ends. The blamed pods' are excluded, not observed.
+	plain := func(p *podTruth) string {
+		if blamed[p.name] {
+			return ""
+		}
+		return p.class
+	}
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 		fams := scrape(ct, url)
 		assert.Equal(ct, map[string]float64{"true": float64(len(blamed))}, gaugeBy(fams["podslo_sandbox_creation_pending_pods"], "user_error"), "pending pods")
 		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
 		assert.Equal(ct, count, gotCount, "creations")
-		assert.Equal(ct, sum, gotSum, "creation seconds")
+		assertSumsInMs(ct, count, s.tr.creationsInMsBy(plain), gotSum, "creation seconds")
 		assert.Zero(ct, counterTotal(fams["podslo_sandbox_creations_excluded_total"]), "exclusions before a sandbox")
 		assert.Zero(ct, counterTotal(fams["podslo_sandbox_creation_timeouts_total"]), "timeouts")
 		assert.Equal(ct, uint64(len(uids)-len(blamed)), kubeletSandboxRuns(ct, s.node), "the kubelet's sandboxes")
@@ -339,7 +350,7 @@ func TestFailedMountOnARealNode(t *testing.T) {
 		fams := scrape(ct, short)
 		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
 		assert.Equal(ct, count, gotCount, "creations with a short timeout")
-		assert.Equal(ct, sum, gotSum, "creation seconds with a short timeout")
+		assertSumsInMs(ct, count, s.tr.creationsInMsBy(plain), gotSum, "creation seconds with a short timeout")
 		assert.Equal(ct, map[string]float64{"none,user_error": float64(len(blamed))}, counterBy(fams["podslo_sandbox_creations_excluded_total"], "runtime_class", "reason"), "exclusions with a short timeout")
 		assert.Equal(ct, shortTimeouts, counterTotal(fams["podslo_sandbox_creation_timeouts_total"]), "timeouts with a short timeout")
 	}
@@ -388,6 +399,15 @@ func TestFailedMountOnARealNode(t *testing.T) {
 		phaseCount[phase]++
 		phaseSum[phase] += to.Sub(from).Seconds()
 	}
+	// The sandbox and readiness phases are timed to the millisecond, from
+	// the watch's receive times of their ends.
+	observeMs := func(phase string, p podTruth, from, to string) {
+		d, ok := p.between(from, to)
+		require.True(t, ok, "%s: %s and %s not both seen", phase, from, to)
+		require.GreaterOrEqual(t, d, 0.0, "%s ends before it starts", phase)
+		phaseCount[phase]++
+		phaseSum[phase] += d
+	}
 	var readiness float64
 	perPodCreation := map[string]float64{}
 	for name, uid := range uids {
@@ -395,12 +415,14 @@ func TestFailedMountOnARealNode(t *testing.T) {
 		require.False(t, p.ready.IsZero(), "%s never Ready", name)
 		observe("scheduling", p.created, p.scheduled)
 		observe("containers", p.sandboxReady[0], p.started)
-		observe("readiness", p.started, p.ready)
+		observeMs("readiness", p, seenStarted, seenReady)
 		if !blamed[name] {
-			observe("sandbox", p.scheduled, p.sandboxReady[0])
+			observeMs("sandbox", p, seenScheduled, seenSandboxReady)
 			observe("total", p.created, p.ready)
 		}
-		readiness += p.ready.Sub(p.started).Seconds()
+		d, ok := p.between(seenStarted, seenReady)
+		require.True(t, ok, name)
+		readiness += d
 		perPodCreation[name] = p.sandboxReady[0].Sub(p.scheduled).Seconds()
 		_, n := s.tr.failedMounts(uid)
 		t.Logf("%s: created %s, scheduled %s, sandbox ready %v, started %s, Ready %s; FailedMount events %d", name,
@@ -411,16 +433,16 @@ func TestFailedMountOnARealNode(t *testing.T) {
 		fams := scrape(ct, url)
 		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
 		assert.Equal(ct, count, gotCount, "creations")
-		assert.Equal(ct, sum, gotSum, "creation seconds")
+		assertSumsInMs(ct, count, s.tr.creationsInMsBy(plain), gotSum, "creation seconds")
 		assert.Equal(ct, map[string]float64{"none,user_error": float64(len(blamed))}, counterBy(fams["podslo_sandbox_creations_excluded_total"], "runtime_class", "reason"), "exclusions")
 		assert.Empty(ct, gaugeBy(fams["podslo_sandbox_creation_pending_pods"], "user_error"), "pending pods")
 		assert.Zero(ct, counterTotal(fams["podslo_sandbox_creation_timeouts_total"]), "timeouts")
 		gotPhaseCount, gotPhaseSum := histogramBy(fams["podslo_pod_startup_phase_duration_seconds"], "phase")
 		assert.Equal(ct, phaseCount, gotPhaseCount, "start-up phases")
-		assert.Equal(ct, phaseSum, gotPhaseSum, "start-up phase seconds")
+		assertSumsInMs(ct, phaseCount, phaseSum, gotPhaseSum, "start-up phase seconds")
 		readyCount, readySum := histogramTotal(fams["podslo_pod_readiness_duration_seconds"])
 		assert.Equal(ct, uint64(len(uids)), readyCount, "readiness")
-		assert.Equal(ct, readiness, readySum, "readiness seconds")
+		assert.InDelta(ct, readiness, readySum, msTolerance*float64(readyCount), "readiness seconds")
 		assert.Equal(ct, perPodCreation, perPod(fams["podslo_pod_sandbox_creation_seconds"]), "per-pod creation")
 		assert.Empty(ct, only(counterBy(fams["podslo_observations_skipped_total"], "sli", "reason"), "sandbox_creation,"), "creation skips")
 		// Every sandbox the kubelet ran is one podslo counted.
