@@ -20,11 +20,18 @@ const (
 	// Stabilization is the latency from the first Ready to the first
 	// Stable (the Stable Pods proposal, written by podslo's agent).
 	Stabilization SLI = 4
+	// ImagePull is the time a pod's images took to pull, from the
+	// kubelet's Pulled events (pulls.go).
+	ImagePull SLI = 5
+	// PodStartup is sig-scalability's pod start-up SLI: creation to all
+	// containers started and seen, minus image pulls and init containers
+	// (startup.go).
+	PodStartup SLI = 6
 
 	// numSLIs is one past the last SLI: the values above are persisted
 	// (store/codec.go), so a new SLI takes the next value and none is
 	// ever renumbered.
-	numSLIs = Stabilization + 1
+	numSLIs = PodStartup + 1
 )
 
 func (s SLI) String() string {
@@ -39,6 +46,10 @@ func (s SLI) String() string {
 		return "startup_phase"
 	case Stabilization:
 		return "stabilization"
+	case ImagePull:
+		return "image_pull"
+	case PodStartup:
+		return "pod_startup"
 	}
 	return fmt.Sprintf("sli(%d)", uint8(s))
 }
@@ -75,10 +86,14 @@ const (
 	// shows a start before the current sandbox's readiness, so that
 	// readiness is a re-creation and the pod's start-up cannot be measured.
 	RecreatedBeforeSeen Reason = 7
+	// ImagePullFailed: a pull of one of the pod's images failed during its
+	// start-up (ErrImagePull), so the start-up holds the back-off of the
+	// pod author's image reference, not the platform's start-up.
+	ImagePullFailed Reason = 8
 
 	// numReasons is one past the last Reason; as for SLI, the values are
 	// persisted and only ever appended.
-	numReasons = RecreatedBeforeSeen + 1
+	numReasons = ImagePullFailed + 1
 )
 
 func (r Reason) String() string {
@@ -99,6 +114,8 @@ func (r Reason) String() string {
 		return "no_container_started"
 	case RecreatedBeforeSeen:
 		return "recreated_before_seen"
+	case ImagePullFailed:
+		return "image_pull_failed"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -286,6 +303,31 @@ type State struct {
 	// ContainerStart is the newest container start seen before the first
 	// Ready, in Unix seconds: the start of the readiness SLI.
 	ContainerStart int64
+	// ImagePull is the sum of the pod's image pulls in milliseconds (each
+	// Pulled event's duration including the wait in the kubelet's pull
+	// queue, 0 for an image already present), and ImagePullInit the part of
+	// it that the init containers' images took; valid when ImagePullDone,
+	// set once every container's image was pulled or found present
+	// (pulls.go). ImagePullCached: every image was already present.
+	ImagePull, ImagePullInit uint32
+	ImagePullDone            bool
+	ImagePullCached          bool
+	// ImagePullFailed: a failed pull of the pod's was counted.
+	ImagePullFailed bool
+	// StartupBase is the start-up SLI before the image pulls are taken
+	// off, in milliseconds: from creation to the update that first showed
+	// every container running, minus the init phase; valid when
+	// HasStartupBase. StartupBasePrecise: its end was a watch receive time.
+	// Stateful: the pod has a PVC-backed volume (a separate series).
+	StartupBase        int64
+	HasStartupBase     bool
+	StartupBasePrecise bool
+	Stateful           bool
+	// Startup is the start-up SLI in milliseconds, valid when HasStartup;
+	// StartupDone: it was observed or skipped (startup.go).
+	Startup     uint32
+	HasStartup  bool
+	StartupDone bool
 	// Phases holds the start-up phases already observed or skipped.
 	Phases PhaseSet
 	// Skipped holds the skips already counted.

@@ -194,7 +194,46 @@ const (
 	podDeletionPrecise       protowire.Number = 18 // varint
 	podContainerStart        protowire.Number = 19 // delta
 	podContainerStartPrecise protowire.Number = 20 // varint
+	// The image pulls and the start-up SLI of issue 28 (lifecycle/pulls.go,
+	// lifecycle/startup.go), in milliseconds. Their booleans have a field
+	// of their own (the pull* bits), so that podFlags' bits stay free for
+	// others.
+	podImagePull     protowire.Number = 21 // varint
+	podImagePullInit protowire.Number = 22 // varint
+	podPullFlags     protowire.Number = 23 // varint: the pull* bits
+	podStartupBase   protowire.Number = 24 // zigzag
+	podStartup       protowire.Number = 25 // varint
 )
+
+// The bits of podPullFlags. Persisted: a new one takes the next bit, and a
+// reader ignores the bits it does not know.
+const (
+	pullDone               = 1 << 0
+	pullCached             = 1 << 1
+	pullFailed             = 1 << 2
+	pullHasStartupBase     = 1 << 3
+	pullStartupBasePrecise = 1 << 4
+	pullStateful           = 1 << 5
+	pullHasStartup         = 1 << 6
+	pullStartupDone        = 1 << 7
+)
+
+func pullFlags(s *lifecycle.State) uint64 {
+	return flag(s.ImagePullDone, pullDone) | flag(s.ImagePullCached, pullCached) | flag(s.ImagePullFailed, pullFailed) |
+		flag(s.HasStartupBase, pullHasStartupBase) | flag(s.StartupBasePrecise, pullStartupBasePrecise) |
+		flag(s.Stateful, pullStateful) | flag(s.HasStartup, pullHasStartup) | flag(s.StartupDone, pullStartupDone)
+}
+
+func setPullFlags(s *lifecycle.State, flags uint64) {
+	s.ImagePullDone = flags&pullDone != 0
+	s.ImagePullCached = flags&pullCached != 0
+	s.ImagePullFailed = flags&pullFailed != 0
+	s.HasStartupBase = flags&pullHasStartupBase != 0
+	s.StartupBasePrecise = flags&pullStartupBasePrecise != 0
+	s.Stateful = flags&pullStateful != 0
+	s.HasStartup = flags&pullHasStartup != 0
+	s.StartupDone = flags&pullStartupDone != 0
+}
 
 // podFieldNames names every pod field number ever used, for the golden test
 // that keeps them from being renumbered or reused.
@@ -207,6 +246,8 @@ var podFieldNames = map[protowire.Number]string{
 	podStabilityLosses: "stability_losses", podSkipped: "skipped",
 	podScheduledPrecise: "scheduled_precise", podDeletionPrecise: "deletion_precise",
 	podContainerStart: "container_start", podContainerStartPrecise: "container_start_precise",
+	podImagePull: "image_pull", podImagePullInit: "image_pull_init", podPullFlags: "pull_flags",
+	podStartupBase: "startup_base", podStartup: "startup",
 }
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -261,6 +302,11 @@ func encodeState(s lifecycle.State) []byte {
 	b = appendUint(b, podDeletionPrecise, uint64(s.DeletionPrecise))
 	b = appendTime(b, podContainerStart, s.ContainerStart, s.Scheduled)
 	b = appendUint(b, podContainerStartPrecise, uint64(s.ContainerStartPrecise))
+	b = appendUint(b, podImagePull, uint64(s.ImagePull))
+	b = appendUint(b, podImagePullInit, uint64(s.ImagePullInit))
+	b = appendUint(b, podPullFlags, pullFlags(&s))
+	b = appendInt(b, podStartupBase, s.StartupBase)
+	b = appendUint(b, podStartup, uint64(s.Startup))
 	return sealRecord(b)
 }
 
@@ -334,6 +380,22 @@ func decodeState(b []byte) (lifecycle.State, error) {
 			}
 		case podContainerStart:
 			containerStart.v, containerStart.set = protowire.DecodeZigZag(v), true
+		case podImagePull, podImagePullInit, podStartup:
+			if v > math.MaxUint32 {
+				return fmt.Errorf("field %d: milliseconds %d out of range: %w", num, v, errDecode)
+			}
+			switch num {
+			case podImagePull:
+				s.ImagePull = uint32(v)
+			case podImagePullInit:
+				s.ImagePullInit = uint32(v)
+			default:
+				s.Startup = uint32(v)
+			}
+		case podPullFlags:
+			setPullFlags(&s, v)
+		case podStartupBase:
+			s.StartupBase = protowire.DecodeZigZag(v)
 		case podSkipped:
 			for len(bytes) > 0 {
 				x, n := protowire.ConsumeVarint(bytes)
@@ -368,7 +430,7 @@ func podWireTypes(num protowire.Number) (protowire.Type, bool) {
 	switch {
 	case num == podSkipped:
 		return protowire.BytesType, true
-	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podContainerStartPrecise:
+	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podStartup:
 		return protowire.VarintType, true
 	}
 	return 0, false

@@ -219,6 +219,8 @@ var goldenStates = map[string]func() lifecycle.State{
 // goldenStatesFormat2 are states whose fields came after release 0.1.0:
 // only format2 holds them. pod-precise: the watch receive times of issue
 // 27 (lifecycle.Precise), a readiness SLI begun in milliseconds.
+// pod-pulls: the image pulls and start-up SLI of issue 28, with a skip of
+// each of their SLIs and of the reason they added.
 var goldenStatesFormat2 = map[string]func() lifecycle.State{
 	"pod-precise": func() lifecycle.State {
 		return lifecycle.State{
@@ -226,6 +228,16 @@ var goldenStatesFormat2 = map[string]func() lifecycle.State{
 			SandboxCreation: 1, HasSandboxCreation: true, Phases: lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
 			ContainerStart: 1700000002, ContainerStartPrecise: 1999,
 			DeletionRequested: 1700000002, DeletionPrecise: 800,
+		}
+	},
+	"pod-pulls": func() lifecycle.State {
+		return lifecycle.State{
+			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
+			ImagePull: 2345, ImagePullInit: 1200, ImagePullDone: true, ImagePullFailed: true,
+			StartupBase: 4567, HasStartupBase: true, StartupBasePrecise: true, Stateful: true,
+			Startup: 3422, HasStartup: true, StartupDone: true,
+			Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.ImagePull, Reason: lifecycle.TooOld}).
+				With(lifecycle.Skip{SLI: lifecycle.PodStartup, Reason: lifecycle.ImagePullFailed}),
 		}
 	},
 }
