@@ -132,4 +132,3 @@ func TestPullsOfAnUnknownPodExpire(t *testing.T) {
 	p.Sweep()
 	assert.Empty(t, p.pulls)
 }
-
