@@ -143,4 +143,3 @@ func TestImagePullsAcrossSIGKILL(t *testing.T) {
 	skipped := counterValue(t, third.URL, "podslo_observations_skipped_total", map[string]string{"sli": "pod_startup", "reason": "image_pull_failed"})
 	assert.Zero(t, skipped, "bad's containers never ran")
 }
-
