@@ -194,10 +194,6 @@ var Table = []SLI{
 // lifecycle.SLI and lifecycle.Reason; it carries no histogram labels.
 const FamilySkipped = "skipped"
 
-// FamilyPrecision is the store family of measured observations by
-// precision, labelled by lifecycle.SLI and Precision; no histogram labels.
-const FamilyPrecision = "precision"
-
 // Precision is the "precision" label of podslo_observations_total: how an
 // observation's two ends were timed (lifecycle/precise.go).
 func Precision(precise bool) string {
@@ -230,7 +226,7 @@ func mustDerive(t []SLI) *derived {
 // derive checks the table and builds what is derived from it.
 func derive(t []SLI) (*derived, error) {
 	d := &derived{}
-	stores := map[string]bool{FamilySkipped: true, FamilyPrecision: true}
+	stores := map[string]bool{FamilySkipped: true}
 	names := map[string]bool{}
 	for _, s := range t {
 		for _, a := range s.Aggregates {

@@ -457,16 +457,18 @@ const (
 	aggSchema    protowire.Number = 8  // zigzag
 	aggZeroCount protowire.Number = 9  // varint
 	aggNative    protowire.Number = 10 // packed varints: zigzag index delta, count; in index order
+	aggPrecise   protowire.Number = 11 // varint: observations measured in milliseconds (issue 27)
 )
 
 var aggregateFieldNames = map[protowire.Number]string{
 	aggCreated: "created", aggKind: "kind", aggValue: "value", aggCount: "count", aggSum: "sum",
 	aggLayout: "layout", aggClassic: "classic", aggSchema: "schema", aggZeroCount: "zero_count", aggNative: "native",
+	aggPrecise: "precise",
 }
 
 func aggregateWireTypes(num protowire.Number) (protowire.Type, bool) {
 	switch num {
-	case aggCreated, aggKind, aggCount, aggSchema, aggZeroCount:
+	case aggCreated, aggKind, aggCount, aggSchema, aggZeroCount, aggPrecise:
 		return protowire.VarintType, true
 	case aggValue, aggSum:
 		return protowire.Fixed64Type, true
@@ -525,6 +527,7 @@ func encodeAggregate(a *Aggregate, layout uint32) []byte {
 	}
 	b = appendInt(b, aggSchema, int64(h.Schema))
 	b = appendUint(b, aggZeroCount, h.ZeroCount)
+	b = appendUint(b, aggPrecise, h.Precise)
 	if len(h.Native) > 0 {
 		b = protowire.AppendTag(b, aggNative, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(native))
@@ -659,6 +662,8 @@ func decodeAggregateV2(b []byte, layouts map[uint32][]float64) (*storedAggregate
 			h.ZeroCount = v
 		case aggNative:
 			native = bs
+		case aggPrecise:
+			h.Precise = v
 		}
 		return nil
 	}, aggregateWireTypes)
@@ -690,6 +695,9 @@ func decodeAggregateV2(b []byte, layouts map[uint32][]float64) (*storedAggregate
 	}
 	if h.Schema < nativeMinSchema || h.Schema > nativeInitialSchema {
 		return nil, fmt.Errorf("native schema %d: %w", h.Schema, errDecode)
+	}
+	if h.Precise > h.Count {
+		return nil, fmt.Errorf("%d observations in milliseconds of %d: %w", h.Precise, h.Count, errDecode)
 	}
 	idx := int64(0)
 	for len(native) > 0 {

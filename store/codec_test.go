@@ -364,3 +364,18 @@ func TestLayoutRecord(t *testing.T) {
 	assert.ErrorIs(t, err, errDecode)
 	assert.NotErrorIs(t, err, errChecksum)
 }
+
+// TestPreciseCountIsPersisted: a histogram's count of observations made in
+// milliseconds survives its record, and a record claiming more of them
+// than observations is malformed, not a state to expose.
+func TestPreciseCountIsPersisted(t *testing.T) {
+	a := &Aggregate{Created: 1700000000, Histogram: goldenHistogram()}
+	a.Histogram.Precise = 7
+	got, err := decodeAggregate(encodeAggregate(a, layoutID(v1Bounds)), v1Bounds, testLayouts)
+	require.NoError(t, err)
+	assert.Equal(t, a.Histogram, got.Histogram)
+
+	a.Histogram.Precise = a.Histogram.Count + 1
+	_, err = decodeAggregate(encodeAggregate(a, layoutID(v1Bounds)), v1Bounds, testLayouts)
+	assert.ErrorIs(t, err, errDecode)
+}
