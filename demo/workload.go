@@ -36,7 +36,8 @@ const (
 	// "never" keeps any pod's sandbox from ever becoming ready.
 	SandboxAnnotation = "kwok.podslo.io/sandbox"
 	// SandboxCrashAnnotation makes the sandbox crash once, that many
-	// seconds after the pod's first Ready, and come back: a re-creation.
+	// seconds after the pod's Ready, and come back: a re-creation ("2,5"
+	// crashes twice).
 	SandboxCrashAnnotation = "kwok.podslo.io/sandbox-crash"
 )
 
