@@ -205,7 +205,10 @@ func (m PhaseSet) With(p Phase) PhaseSet { return m | 1<<p }
 
 // State is everything podslo must remember about one pod UID to observe each
 // SLI exactly once, across exporter restarts. Times are Unix seconds, the
-// precision of condition timestamps; zero means "not seen".
+// precision of condition timestamps; zero means "not seen". The store keeps
+// one in memory for every pod, so the small fields sit in the padding
+// after the bools of each group (a State is 144 bytes): the order of the
+// fields is not their persisted order, which store/codec.go fixes.
 type State struct {
 	// Scheduled is the lastTransitionTime of PodScheduled=True; it starts
 	// the sandbox creation timeout.
@@ -243,6 +246,9 @@ type State struct {
 	HasTermination bool
 	// TerminationDone: the termination was observed or skipped.
 	TerminationDone bool
+	// DeletionPrecise is the watch receive time of the update that first
+	// showed DeletionRequested, where it is precise.
+	DeletionPrecise Precise
 
 	// FirstReady is the lastTransitionTime of the first Ready=True seen.
 	FirstReady int64
@@ -250,6 +256,9 @@ type State struct {
 	// valid when HasReadiness.
 	Readiness    int64
 	HasReadiness bool
+	// ContainerStartPrecise is the watch receive time of the update that
+	// first showed ContainerStart, where it is precise.
+	ContainerStartPrecise Precise
 
 	// FirstStable is the lastTransitionTime of the first Stable=True seen;
 	// Stabilization, valid when HasStabilization, its latency from the
@@ -261,6 +270,8 @@ type State struct {
 	// node); Stable is its current status, for the per-pod gauge.
 	StableSeen bool
 	Stable     bool
+	// Phases holds the start-up phases already observed or skipped.
+	Phases PhaseSet
 	// StabilityLost is the newest Stable=False transition counted as
 	// stability lost; StabilityLosses counts them.
 	StabilityLost   int64
@@ -277,17 +288,14 @@ type State struct {
 	// SeenLate, its start-up SLIs and creation timeout are never observed,
 	// and are skipped as recreated_before_seen.
 	SeenRecreated bool
-	// ScheduledPrecise, DeletionPrecise and ContainerStartPrecise are the
-	// watch receive times of the updates that first showed Scheduled,
-	// DeletionRequested and ContainerStart, where they are precise
-	// (precise.go): persisted, so that an SLI whose start podslo saw to the
-	// millisecond keeps that precision across an exporter restart.
-	ScheduledPrecise, DeletionPrecise, ContainerStartPrecise Precise
+	// ScheduledPrecise is the watch receive time of the update that first
+	// showed Scheduled, where it is precise (precise.go). It and the other
+	// *Precise fields are persisted, so that an SLI whose start podslo saw
+	// to the millisecond keeps that precision across an exporter restart.
+	ScheduledPrecise Precise
 	// ContainerStart is the newest container start seen before the first
 	// Ready, in Unix seconds: the start of the readiness SLI.
 	ContainerStart int64
-	// Phases holds the start-up phases already observed or skipped.
-	Phases PhaseSet
 	// Skipped holds the skips already counted.
 	Skipped SkipSet
 }
