@@ -47,7 +47,7 @@ func BenchmarkScrape(b *testing.B) {
 				b.Run(fmt.Sprintf("pods=%d/per-pod=%t/%s", n, perPod, enc), func(b *testing.B) {
 					reg := prometheus.NewRegistry()
 					labels := Labels{Pod: []string{"app"}}
-					reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, discard), NewSelf(s))
+					reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, labels, discard), NewSelf(s))
 					var pp *PerPod
 					if perPod {
 						pp = NewPerPod(s, labels)

@@ -32,11 +32,22 @@ type Skipped struct {
 	log       *slog.Logger
 	desc      *prometheus.Desc
 	precision *prometheus.Desc
+	// measured maps the store family ID of each histogram (under the
+	// configured histogram labels) to its SLI's name.
+	measured map[string]string
 }
 
-// NewSkipped returns the observation-accounting collector over s.
-func NewSkipped(s *store.Store, log *slog.Logger) *Skipped {
-	return &Skipped{store: s, log: log, desc: desc(observationsSkipped, Labels{}), precision: desc(observationsByPrecision, Labels{})}
+// NewSkipped returns the observation-accounting collector over s; labels
+// are the configured histogram label names, which the store family IDs
+// carry.
+func NewSkipped(s *store.Store, labels Labels, log *slog.Logger) *Skipped {
+	measured := map[string]string{}
+	for _, a := range sli.Aggregates() {
+		if m, ok := a.Kind.SLI(); ok && a.Type == sli.Histogram {
+			measured[a.ID(labels.Histogram)] = m.String()
+		}
+	}
+	return &Skipped{store: s, log: log, desc: desc(observationsSkipped, Labels{}), precision: desc(observationsByPrecision, Labels{}), measured: measured}
 }
 
 // Describe implements prometheus.Collector.
@@ -45,27 +56,29 @@ func (c *Skipped) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc; ch <- c.p
 // Collect implements prometheus.Collector.
 func (c *Skipped) Collect(ch chan<- prometheus.Metric) {
 	exists := map[string]bool{}
+	// Each histogram series counts its observations in milliseconds: the
+	// rest of its count was measured in seconds.
+	precise, seconds := map[string]uint64{}, map[string]uint64{}
 	c.store.Aggregates(func(family string, labels []string, agg *store.Aggregate) {
-		var d *prometheus.Desc
-		switch family {
-		case sli.FamilySkipped:
-			d = c.desc
-		case sli.FamilyPrecision:
-			d = c.precision
-		default:
+		if m, ok := c.measured[family]; ok && agg.Histogram != nil {
+			precise[m] += agg.Histogram.Precise
+			seconds[m] += agg.Histogram.Count - agg.Histogram.Precise
+			return
+		}
+		if family != sli.FamilySkipped {
 			return
 		}
 		exists[seriesKey(family, labels)] = true
-		m, err := prometheus.NewConstMetricWithCreatedTimestamp(d, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)
+		m, err := prometheus.NewConstMetricWithCreatedTimestamp(c.desc, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)
 		if err != nil {
 			c.log.Error("Dropping malformed series", "family", family, "labels", labels, "err", err)
 			return
 		}
 		ch <- m
 	})
-	// Every SLI and reason, and every measured SLI and precision, starts
-	// at 0, so that increase() sees a first skip (issue 26) or a first
-	// observation in seconds: 40 and 10 series.
+	// Every SLI and reason starts at 0, so that increase() sees a first
+	// skip (issue 26): 40 series. Every measured SLI has both precisions,
+	// summed over its histogram's series: 10 series.
 	for _, sk := range lifecycle.Skips() {
 		labels := []string{sk.SLI.String(), sk.Reason.String()}
 		if !exists[seriesKey(sli.FamilySkipped, labels)] {
@@ -73,12 +86,9 @@ func (c *Skipped) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 	for _, s := range lifecycle.MeasuredSLIs() {
-		for _, p := range sli.Precisions {
-			labels := []string{s.String(), p}
-			if !exists[seriesKey(sli.FamilyPrecision, labels)] {
-				ch <- prometheus.MustNewConstMetric(c.precision, prometheus.CounterValue, 0, labels...)
-			}
-		}
+		name := s.String()
+		ch <- prometheus.MustNewConstMetric(c.precision, prometheus.CounterValue, float64(precise[name]), name, sli.Precision(true))
+		ch <- prometheus.MustNewConstMetric(c.precision, prometheus.CounterValue, float64(seconds[name]), name, sli.Precision(false))
 	}
 }
 

@@ -52,7 +52,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		State: lifecycle.State{Scheduled: 1000},
 	}))
 	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(NewSLIs(s, labels, discard, WithStorageClasses(func() []string { return []string{"gold"} })), NewSkipped(s, discard))
+	reg.MustRegister(NewSLIs(s, labels, discard, WithStorageClasses(func() []string { return []string{"gold"} })), NewSkipped(s, labels, discard))
 	h := Handler(reg, nil, discard)
 
 	// The classes podslo knows: "none", the pod's, and the cluster's

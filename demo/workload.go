@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -35,7 +36,8 @@ const (
 	// "never" keeps any pod's sandbox from ever becoming ready.
 	SandboxAnnotation = "kwok.podslo.io/sandbox"
 	// SandboxCrashAnnotation makes the sandbox crash once, that many
-	// seconds after the pod's first Ready, and come back: a re-creation.
+	// seconds after the pod's Ready, and come back: a re-creation ("2,5"
+	// crashes twice).
 	SandboxCrashAnnotation = "kwok.podslo.io/sandbox-crash"
 )
 
@@ -110,6 +112,16 @@ func (w *Workload) namespace() string {
 		return "demo"
 	}
 	return w.Namespace
+}
+
+// readinessProbe is every demo container's: the kwok stages make a
+// container with a readiness probe ready its initialDelaySeconds after it
+// started, and one without in the same update as its start (as the real
+// kubelet does), so that the readiness SLI shows the configured 2 s of
+// deploy/kwok/README.md rather than 0.
+var readinessProbe = &corev1.Probe{
+	ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},
+	InitialDelaySeconds: 2,
 }
 
 // probeAnnotation is a probe whose target, a kwok pod's IP, never answers:
@@ -203,7 +215,7 @@ func createWorkload(ctx context.Context, c kubernetes.Interface, w *Workload) er
 			annotations[k] = v
 		}
 		pod := corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10"}},
+			Containers: []corev1.Container{{Name: "app", Image: "registry.k8s.io/pause:3.10", ReadinessProbe: readinessProbe}},
 			// The stages time termination; the grace period only bounds it.
 			TerminationGracePeriodSeconds: ptr(int64(30)),
 		}

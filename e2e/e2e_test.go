@@ -51,7 +51,9 @@ func workload() *demo.Workload {
 	return &demo.Workload{Namespace: "e2e", Groups: []demo.Group{
 		{Name: "web", Replicas: 2, RuntimeClass: "runc", MinReadySeconds: 3},
 		// A 1 s grace period: the stages take 3 s to end a kata pod, so
-		// every churned kata pod overruns it.
+		// every churned kata pod outlives it and is killed at its end
+		// (exit 137, in deletionTimestamp's second), which podslo counts
+		// over grace.
 		{Name: "batch", Replicas: 2, RuntimeClass: "kata", Annotations: map[string]string{demo.SandboxAnnotation: "slow"}, TerminationGracePeriodSeconds: ptr(int64(1))},
 		{Name: "api", Replicas: 2},
 		{Name: "flaky", Replicas: 1, RuntimeClass: "runc", Annotations: map[string]string{demo.SandboxCrashAnnotation: "2"}},

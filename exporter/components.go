@@ -107,7 +107,7 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(
 		podslocollectors.NewSLIs(c.store, cfg.labels, c.log, podslocollectors.WithStorageClasses(c.watcher.StorageClasses)),
-		podslocollectors.NewSkipped(c.store, c.log),
+		podslocollectors.NewSkipped(c.store, cfg.labels, c.log),
 		podslocollectors.NewSelf(c.store),
 		podslocollectors.NewBuildInfo(),
 		podslocollectors.NewPodWatchCurrent(c.watcher.PodsCurrent),

@@ -122,10 +122,28 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	for k, v := range carried {
 		assert.Equal(t, v, got[k], "series %s after the upgrade", k)
 	}
+	// podslo_observations_total is new: what the previous release observed
+	// was measured in whole seconds, and counts so.
+	histogramOf := map[string]string{
+		"sandbox_creation": "podslo_sandbox_creation_duration_seconds", "termination": "podslo_pod_termination_duration_seconds",
+		"readiness": "podslo_pod_readiness_duration_seconds", "startup_phase": "podslo_pod_startup_phase_duration_seconds",
+		"stabilization": "podslo_pod_stabilization_duration_seconds",
+	}
 	for k, v := range got {
-		if _, ok := carried[k]; !ok {
-			assert.Zero(t, v, "series %s is new in this release and must start at 0", k)
+		if _, ok := carried[k]; ok {
+			continue
 		}
+		if sli, ok := strings.CutPrefix(k, "podslo_observations_total{precision=second,sli="); ok {
+			want := 0.0
+			for ck, cv := range carried {
+				if strings.HasPrefix(ck, histogramOf[strings.TrimSuffix(sli, "}")]+"{") && strings.HasSuffix(ck, "}_count") {
+					want += cv
+				}
+			}
+			assert.Equal(t, want, v, "series %s: the previous release's observations, in seconds", k)
+			continue
+		}
+		assert.Zero(t, v, "series %s is new in this release and must start at 0", k)
 	}
 
 	// Now the half-way pods finish, and a's sandbox is re-created.

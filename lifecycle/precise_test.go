@@ -3,6 +3,7 @@ package lifecycle
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -193,4 +194,14 @@ func TestWatchTolerance(t *testing.T) {
 	assert.Equal(t, int64(1700000001049), ms)
 	_, ok = Precise(0).At(1700000000)
 	assert.False(t, ok)
+}
+
+// TestStateSize holds the memory a pod's state costs: the store keeps one
+// State per pod in memory (with a pointer, 152 bytes: Go's 160-byte size
+// class). Issue 27's fields fit the padding of the groups but one int64,
+// and issue 28's (ImagePull, Pulls, Startup) the rest of the padding;
+// a field that pushes it past 144 bytes moves every pod into the 176-byte
+// class.
+func TestStateSize(t *testing.T) {
+	assert.LessOrEqual(t, unsafe.Sizeof(State{}), uintptr(144))
 }

@@ -68,6 +68,9 @@ func (p *Pulls) complete(containers int) bool {
 	return p != nil && containers > 0 && len(p.byContainer) >= containers
 }
 
+// maxMs keeps a sum of milliseconds within the state's int32 (24 days).
+const maxMs = 1<<31 - 1
+
 // PullsSeen folds a pod's pulls into its state: a first failed pull counts
 // once (ImagePullFailedOnce), and once every one of its containers (and
 // init containers, together containers; 0 when the pod's spec is not
@@ -82,35 +85,48 @@ func PullsSeen(now time.Time, prev State, pulls *Pulls, containers int, cfg *Con
 }
 
 func (c *stepper) pulls(pulls *Pulls, containers int) {
-	if pulls == nil {
+	n := c.next
+	if pulls == nil || n.Pulls.Has(PullsDone) {
 		return
 	}
-	unseen := c.next.SeenLate || c.next.SeenRecreated
-	if pulls.failed && !c.next.ImagePullFailed && !c.next.ImagePullDone {
-		c.next.ImagePullFailed = true
-		if !unseen {
+	if pulls.failed && !n.Pulls.Has(PullFailedCounted) {
+		n.Pulls |= PullFailedCounted
+		if !n.SeenLate && !n.SeenRecreated {
 			c.out.observe(Observation{Kind: ImagePullFailedOnce})
 		}
-	}
-	if !c.next.ImagePullDone && pulls.complete(containers) {
-		var sum, init uint64
-		cached := true
-		for _, e := range pulls.byContainer {
-			sum += uint64(e.Ms)
-			if e.Init {
-				init += uint64(e.Ms)
-			}
-			cached = cached && e.Result == PullCached
-		}
-		c.next.ImagePullDone = true
-		c.next.ImagePull, c.next.ImagePullInit = uint32(min(sum, 1<<32-1)), uint32(min(init, 1<<32-1))
-		c.next.ImagePullCached = cached
-		if r, skip := c.startupUnseen(c.now); skip {
-			c.skipOnce(Skip{ImagePull, r})
-		} else {
-			// Exact: the kubelet writes each duration to the millisecond.
-			c.out.observe(Observation{Kind: ImagesPulled, Seconds: float64(c.next.ImagePull) / 1000, Precise: true, Cached: cached})
+		if n.Pulls.Has(StartupEndSeen) {
+			c.finishStartup(0)
 		}
 	}
-	c.finishStartup()
+	if !pulls.complete(containers) {
+		return
+	}
+	var sum, init int64
+	cached := true
+	for _, e := range pulls.byContainer {
+		sum += int64(e.Ms)
+		if e.Init {
+			init += int64(e.Ms)
+		}
+		cached = cached && e.Result == PullCached
+	}
+	n.Pulls |= PullsDone
+	if cached {
+		n.Pulls |= PullsCached
+	}
+	n.ImagePull = uint32(min(sum, maxMs))
+	if r, skip := c.startupUnseen(c.now); skip {
+		c.skipOnce(Skip{ImagePull, r})
+	} else {
+		// Exact: the kubelet writes each duration to the millisecond.
+		c.out.observe(Observation{Kind: ImagesPulled, Seconds: float64(n.ImagePull) / 1000, Precise: true, Cached: cached})
+	}
+	switch {
+	case n.Pulls.Has(StartupDone):
+	case n.Pulls.Has(StartupEndSeen):
+		c.finishStartup(min(init, maxMs))
+	default:
+		// Kept for the start-up's end, which comes with a later update.
+		n.Startup = int32(min(init, maxMs))
+	}
 }

@@ -209,7 +209,7 @@ func TestStartupOfAPodSeenLateIsSkipped(t *testing.T) {
 	st, out = PullsSeen(now, st, &pulls, 1, cfg)
 	assert.Empty(t, observed(out, ImagesPulled))
 	assert.Equal(t, []Skip{{ImagePull, TooOld}}, filterSkips(out.Skips, ImagePull))
-	assert.True(t, st.ImagePullDone)
+	assert.True(t, st.Pulls.Has(PullsDone))
 	assert.EqualValues(t, 100, st.ImagePull, "the per-pod series still shows it")
 }
 

@@ -11,14 +11,14 @@ import corev1 "k8s.io/api/core/v1"
 // seconds, as for the kubelet; the end is the watch receive time of the
 // update that first shows every container running while podslo's watch is
 // current, else the newest container start, in seconds. The pulls come
-// later or earlier than that update (another watch), so the end is kept
-// in the state (StartupBase) until they are in (finishStartup).
+// later or earlier than that update (another watch), so whichever comes
+// first waits in State.Startup for the other (finishStartup).
 
 // startup records the start-up SLI's end, once: the first update that
 // shows every container of the pod running.
 func (c *stepper) startup() {
-	p := c.pod
-	if c.next.HasStartupBase || c.next.StartupDone || p.Containers == 0 || p.ContainersRunning < p.Containers || p.DeletionTimestamp != nil {
+	p, n := c.pod, c.next
+	if n.Pulls.Has(StartupEndSeen) || n.Pulls.Has(StartupDone) || p.Containers == 0 || p.ContainersRunning < p.Containers || p.DeletionTimestamp != nil {
 		return
 	}
 	created := unix(p.CreationTimestamp)
@@ -26,8 +26,7 @@ func (c *stepper) startup() {
 		return
 	}
 	if r, skip := c.startupUnseen(p.ContainersStarted); skip {
-		c.next.StartupDone = true
-		c.skipOnce(Skip{PodStartup, r})
+		c.startupSkipped(r)
 		return
 	}
 	end, precise := p.ContainersStarted*1000, false
@@ -39,45 +38,64 @@ func (c *stepper) startup() {
 	base := end - created*1000
 	if p.HasInitContainers {
 		in := p.Condition(corev1.PodInitialized)
-		if in == nil || in.Status != corev1.ConditionTrue || c.next.FirstSandboxReady == 0 || in.LastTransitionTime < c.next.FirstSandboxReady {
-			// Containers run, yet the init phase cannot be told: not
-			// measurable.
-			c.next.StartupDone = true
-			c.skipOnce(Skip{PodStartup, InvalidCondition})
+		if in == nil || in.Status != corev1.ConditionTrue || n.FirstSandboxReady == 0 || in.LastTransitionTime < n.FirstSandboxReady {
+			// Containers run, yet the init phase cannot be told.
+			c.startupSkipped(InvalidCondition)
 			return
 		}
-		base -= (in.LastTransitionTime - c.next.FirstSandboxReady) * 1000
+		base -= (in.LastTransitionTime - n.FirstSandboxReady) * 1000
 		precise = false
 	}
-	c.next.StartupBase, c.next.HasStartupBase, c.next.StartupBasePrecise = base, true, precise
-	c.next.Stateful = len(p.Volumes) > 0
-	c.finishStartup()
+	if len(p.Volumes) > 0 {
+		n.Pulls |= StartupStateful
+	}
+	if precise {
+		n.Pulls |= StartupEndPrecise
+	}
+	var init int64
+	if n.Pulls.Has(PullsDone) {
+		init = int64(n.Startup)
+	}
+	n.Pulls |= StartupEndSeen
+	n.Startup = int32(max(min(base, maxMs), -maxMs))
+	if n.Pulls.Has(PullsDone) || n.Pulls.Has(PullFailedCounted) {
+		c.finishStartup(init)
+	}
 }
 
-// finishStartup observes the start-up SLI once both its end and the pod's
-// pulls are known. A pod with a failed pull, or blocked by a missing
-// Secret or ConfigMap, is left out: its start-up holds the pod author's
-// mistake and the kubelet's back-off.
-func (c *stepper) finishStartup() {
+// startupSkipped ends the start-up SLI without an observation.
+func (c *stepper) startupSkipped(r Reason) {
+	c.next.Pulls |= StartupDone
+	c.next.Startup = 0
+	c.skipOnce(Skip{PodStartup, r})
+}
+
+// finishStartup observes the start-up SLI, whose end State.Startup holds,
+// once the pod's pulls (with init, the init containers' part) are in. A
+// pod with a failed pull, or blocked by a missing Secret or ConfigMap, is
+// left out: its start-up holds the pod author's mistake and the kubelet's
+// back-off.
+func (c *stepper) finishStartup(init int64) {
 	n := c.next
-	if !n.HasStartupBase || n.StartupDone || !(n.ImagePullDone || n.ImagePullFailed) {
-		return
-	}
-	n.StartupDone = true
 	switch {
-	case n.ImagePullFailed:
-		c.skipOnce(Skip{PodStartup, ImagePullFailed})
+	case n.Pulls.Has(StartupDone):
+		return
+	case n.Pulls.Has(PullFailedCounted):
+		c.startupSkipped(ImagePullFailed)
 		return
 	case n.UserError:
+		n.Pulls |= StartupDone
+		n.Startup = 0
 		return
 	}
 	// The init containers' pulls are inside the init phase, which is
 	// taken off already.
-	ms := n.StartupBase - int64(n.ImagePull) + int64(n.ImagePullInit)
+	ms := int64(n.Startup) - int64(n.ImagePull) + init
 	if ms < 0 {
-		c.skipOnce(Skip{PodStartup, NegativeDuration})
+		c.startupSkipped(NegativeDuration)
 		return
 	}
-	n.Startup, n.HasStartup = uint32(min(ms, 1<<32-1)), true
-	c.out.observe(Observation{Kind: StartedUp, Seconds: float64(ms) / 1000, Precise: n.StartupBasePrecise, Stateful: n.Stateful})
+	n.Pulls |= StartupDone | StartupMeasured
+	n.Startup = int32(min(ms, maxMs))
+	c.out.observe(Observation{Kind: StartedUp, Seconds: float64(n.Startup) / 1000, Precise: n.Pulls.Has(StartupEndPrecise), Stateful: n.Pulls.Has(StartupStateful)})
 }

@@ -220,9 +220,39 @@ func (m PhaseSet) Has(p Phase) bool { return m&(1<<p) != 0 }
 // With returns the set with p added.
 func (m PhaseSet) With(p Phase) PhaseSet { return m | 1<<p }
 
+// PullFlags are the facts of a pod's image pulls and start-up SLI. The
+// bits are persisted (store/codec.go): a new one takes the next bit.
+type PullFlags uint8
+
+const (
+	// PullsDone: every container's image was pulled or found present, and
+	// State.ImagePull holds their sum; the pulls were observed or skipped.
+	PullsDone PullFlags = 1 << 0
+	// PullsCached: every image was already present (a cache hit).
+	PullsCached PullFlags = 1 << 1
+	// PullFailedCounted: a failed pull of the pod's was counted.
+	PullFailedCounted PullFlags = 1 << 2
+	// StartupEndSeen: the update that first showed every container
+	// running was seen; StartupEndPrecise: timed by the watch.
+	StartupEndSeen    PullFlags = 1 << 3
+	StartupEndPrecise PullFlags = 1 << 4
+	// StartupStateful: the pod has a PVC-backed volume.
+	StartupStateful PullFlags = 1 << 5
+	// StartupMeasured: State.Startup holds the start-up SLI.
+	StartupMeasured PullFlags = 1 << 6
+	// StartupDone: the start-up SLI was observed or skipped.
+	StartupDone PullFlags = 1 << 7
+)
+
+// Has reports whether every bit of b is set.
+func (f PullFlags) Has(b PullFlags) bool { return f&b == b }
+
 // State is everything podslo must remember about one pod UID to observe each
 // SLI exactly once, across exporter restarts. Times are Unix seconds, the
-// precision of condition timestamps; zero means "not seen".
+// precision of condition timestamps; zero means "not seen". The store keeps
+// one in memory for every pod, so the small fields sit in the padding
+// after the bools of each group (a State is 144 bytes): the order of the
+// fields is not their persisted order, which store/codec.go fixes.
 type State struct {
 	// Scheduled is the lastTransitionTime of PodScheduled=True; it starts
 	// the sandbox creation timeout.
@@ -260,6 +290,15 @@ type State struct {
 	HasTermination bool
 	// TerminationDone: the termination was observed or skipped.
 	TerminationDone bool
+	// DeletionPrecise is the watch receive time of the update that first
+	// showed DeletionRequested, where it is precise.
+	DeletionPrecise Precise
+	// ImagePull is the sum of the pod's image pulls in milliseconds (each
+	// Pulled event's duration including the wait in the kubelet's pull
+	// queue, 0 for an image already present), valid once Pulls has
+	// PullsDone (pulls.go). Here, in the padding after DeletionPrecise, it
+	// costs no memory (TestStateSize).
+	ImagePull uint32
 
 	// FirstReady is the lastTransitionTime of the first Ready=True seen.
 	FirstReady int64
@@ -267,6 +306,20 @@ type State struct {
 	// valid when HasReadiness.
 	Readiness    int64
 	HasReadiness bool
+	// Pulls says what is known of the image pulls and the start-up SLI
+	// (PullFlags), and so what Startup holds.
+	Pulls PullFlags
+	// ContainerStartPrecise is the watch receive time of the update that
+	// first showed ContainerStart, where it is precise.
+	ContainerStartPrecise Precise
+	// Startup is, in milliseconds, the start-up SLI once Pulls has
+	// StartupMeasured; before that, while Pulls has StartupEndSeen, the SLI
+	// before the pulls are taken off (creation to every container running,
+	// minus the init phase); before that, once Pulls has PullsDone, the
+	// part of the pulls the init containers' images took, which the init
+	// phase holds already (startup.go). The three are never needed at once,
+	// and one int32 in the padding costs no memory.
+	Startup int32
 
 	// FirstStable is the lastTransitionTime of the first Stable=True seen;
 	// Stabilization, valid when HasStabilization, its latency from the
@@ -278,6 +331,8 @@ type State struct {
 	// node); Stable is its current status, for the per-pod gauge.
 	StableSeen bool
 	Stable     bool
+	// Phases holds the start-up phases already observed or skipped.
+	Phases PhaseSet
 	// StabilityLost is the newest Stable=False transition counted as
 	// stability lost; StabilityLosses counts them.
 	StabilityLost   int64
@@ -294,42 +349,14 @@ type State struct {
 	// SeenLate, its start-up SLIs and creation timeout are never observed,
 	// and are skipped as recreated_before_seen.
 	SeenRecreated bool
-	// ScheduledPrecise, DeletionPrecise and ContainerStartPrecise are the
-	// watch receive times of the updates that first showed Scheduled,
-	// DeletionRequested and ContainerStart, where they are precise
-	// (precise.go): persisted, so that an SLI whose start podslo saw to the
-	// millisecond keeps that precision across an exporter restart.
-	ScheduledPrecise, DeletionPrecise, ContainerStartPrecise Precise
+	// ScheduledPrecise is the watch receive time of the update that first
+	// showed Scheduled, where it is precise (precise.go). It and the other
+	// *Precise fields are persisted, so that an SLI whose start podslo saw
+	// to the millisecond keeps that precision across an exporter restart.
+	ScheduledPrecise Precise
 	// ContainerStart is the newest container start seen before the first
 	// Ready, in Unix seconds: the start of the readiness SLI.
 	ContainerStart int64
-	// ImagePull is the sum of the pod's image pulls in milliseconds (each
-	// Pulled event's duration including the wait in the kubelet's pull
-	// queue, 0 for an image already present), and ImagePullInit the part of
-	// it that the init containers' images took; valid when ImagePullDone,
-	// set once every container's image was pulled or found present
-	// (pulls.go). ImagePullCached: every image was already present.
-	ImagePull, ImagePullInit uint32
-	ImagePullDone            bool
-	ImagePullCached          bool
-	// ImagePullFailed: a failed pull of the pod's was counted.
-	ImagePullFailed bool
-	// StartupBase is the start-up SLI before the image pulls are taken
-	// off, in milliseconds: from creation to the update that first showed
-	// every container running, minus the init phase; valid when
-	// HasStartupBase. StartupBasePrecise: its end was a watch receive time.
-	// Stateful: the pod has a PVC-backed volume (a separate series).
-	StartupBase        int64
-	HasStartupBase     bool
-	StartupBasePrecise bool
-	Stateful           bool
-	// Startup is the start-up SLI in milliseconds, valid when HasStartup;
-	// StartupDone: it was observed or skipped (startup.go).
-	Startup     uint32
-	HasStartup  bool
-	StartupDone bool
-	// Phases holds the start-up phases already observed or skipped.
-	Phases PhaseSet
 	// Skipped holds the skips already counted.
 	Skipped SkipSet
 }

@@ -61,9 +61,6 @@ func (r *routing) change(now time.Time, uid types.UID, next lifecycle.State, out
 		meta = &store.PodMeta{RuntimeClass: ClassNeverSeen, StorageClass: ClassNeverSeen, HistogramLabels: make([]string, len(r.histogramLabels))}
 	}
 	for _, o := range out.Observations {
-		if s, measured := o.Kind.SLI(); measured {
-			change.Add = append(change.Add, store.Sample{Family: sli.FamilyPrecision, Labels: []string{s.String(), sli.Precision(o.Precise)}, Value: 1})
-		}
 		if int(o.Kind) >= len(r.byKind) {
 			continue
 		}
@@ -74,7 +71,7 @@ func (r *routing) change(now time.Time, uid types.UID, next lifecycle.State, out
 			}
 			labels := a.LabelValues(meta.RuntimeClass, meta.StorageClass, o, meta.HistogramLabels)
 			if a.Type == sli.Histogram {
-				s := store.Sample{Family: rt.id, Labels: labels, Value: o.Seconds}
+				s := store.Sample{Family: rt.id, Labels: labels, Value: o.Seconds, Precise: o.Precise}
 				if pod != nil {
 					s.Exemplar = &store.Exemplar{Namespace: pod.Namespace, Pod: pod.Name, Value: o.Seconds, Time: now}
 				}

@@ -39,7 +39,7 @@ func (p *Pipeline) RecordImagePull(uid types.UID, e lifecycle.PullEvent) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev, known := p.store.Get(uid)
-	if known && prev.ImagePullDone {
+	if known && prev.Pulls.Has(lifecycle.PullsDone) {
 		// Its start-up pulls are recorded: a restarted container's pull,
 		// or the same events listed again.
 		return nil
@@ -86,7 +86,7 @@ func (p *Pipeline) foldPulls(uid types.UID, prev lifecycle.State, containers int
 		}
 	}
 	pp.dirty = false
-	if next.ImagePullDone {
+	if next.Pulls.Has(lifecycle.PullsDone) {
 		delete(p.pulls, uid)
 	}
 	return nil
@@ -110,7 +110,7 @@ func (p *Pipeline) pullsOf(pod *lifecycle.Pod, next lifecycle.State, out lifecyc
 func (p *Pipeline) pullsWritten(uid types.UID, next lifecycle.State) {
 	if pp := p.pulls[uid]; pp != nil {
 		pp.dirty = false
-		if next.ImagePullDone {
+		if next.Pulls.Has(lifecycle.PullsDone) {
 			delete(p.pulls, uid)
 		}
 	}

@@ -100,7 +100,7 @@ func TestAFailedPullCountsOncePerPod(t *testing.T) {
 	assert.Empty(t, histograms(st, "pod_startup_sli"), "a pod with a failed pull is left out of the start-up SLI")
 	assert.Len(t, histograms(st, "image_pull"), 1)
 	s, _ := st.Get(uid)
-	assert.True(t, s.StartupDone)
+	assert.True(t, s.Pulls.Has(lifecycle.StartupDone))
 }
 
 // A pull event whose write fails (a full disk) is not delivered again:

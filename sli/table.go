@@ -208,7 +208,7 @@ var Table = []SLI{
 				Name: "podslo_pod_image_pull_seconds", Type: Gauge, Stability: Alpha,
 				Help: "Per pod: the sum of its image pulls, once every container's image is in.",
 				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
-					return float64(st.ImagePull) / 1000, st.ImagePullDone
+					return float64(st.ImagePull) / 1000, st.Pulls.Has(lifecycle.PullsDone)
 				},
 			},
 		},
@@ -227,7 +227,7 @@ var Table = []SLI{
 				Name: "podslo_pod_startup_sli_seconds", Type: Gauge, Stability: Alpha,
 				Help: "Per pod: the pod start-up SLI.",
 				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
-					return float64(st.Startup) / 1000, st.HasStartup
+					return float64(st.Startup) / 1000, st.Pulls.Has(lifecycle.StartupMeasured)
 				},
 			},
 		},
@@ -245,10 +245,6 @@ func cacheLabel(hit bool) string {
 // FamilySkipped is the store family of skipped observations, labelled by
 // lifecycle.SLI and lifecycle.Reason; it carries no histogram labels.
 const FamilySkipped = "skipped"
-
-// FamilyPrecision is the store family of measured observations by
-// precision, labelled by lifecycle.SLI and Precision; no histogram labels.
-const FamilyPrecision = "precision"
 
 // Precision is the "precision" label of podslo_observations_total: how an
 // observation's two ends were timed (lifecycle/precise.go).
@@ -282,7 +278,7 @@ func mustDerive(t []SLI) *derived {
 // derive checks the table and builds what is derived from it.
 func derive(t []SLI) (*derived, error) {
 	d := &derived{}
-	stores := map[string]bool{FamilySkipped: true, FamilyPrecision: true}
+	stores := map[string]bool{FamilySkipped: true}
 	names := map[string]bool{}
 	for _, s := range t {
 		for _, a := range s.Aggregates {

@@ -44,6 +44,12 @@ type Aggregate struct {
 type Histogram struct {
 	Count uint64
 	Sum   float64
+	// Precise is how many of the Count observations were measured in
+	// milliseconds (lifecycle.Observation.Precise), the others in whole
+	// seconds: podslo_observations_total{precision} reads it. Kept in the
+	// histogram's own record, so that counting it costs no write of its
+	// own.
+	Precise uint64
 	// Classic holds non-cumulative counts per bucket of the store's bounds;
 	// the last one is +Inf.
 	Classic   []uint64

@@ -195,45 +195,13 @@ const (
 	podContainerStart        protowire.Number = 19 // delta
 	podContainerStartPrecise protowire.Number = 20 // varint
 	// The image pulls and the start-up SLI of issue 28 (lifecycle/pulls.go,
-	// lifecycle/startup.go), in milliseconds. Their booleans have a field
-	// of their own (the pull* bits), so that podFlags' bits stay free for
-	// others.
-	podImagePull     protowire.Number = 21 // varint
-	podImagePullInit protowire.Number = 22 // varint
-	podPullFlags     protowire.Number = 23 // varint: the pull* bits
-	podStartupBase   protowire.Number = 24 // zigzag
-	podStartup       protowire.Number = 25 // varint
+	// lifecycle/startup.go): the pulls' sum and State.Startup in
+	// milliseconds, and their lifecycle.PullFlags, a field of their own so
+	// that podFlags' bits stay free for others.
+	podImagePull protowire.Number = 21 // varint
+	podStartup   protowire.Number = 22 // zigzag
+	podPullFlags protowire.Number = 23 // varint: lifecycle.PullFlags
 )
-
-// The bits of podPullFlags. Persisted: a new one takes the next bit, and a
-// reader ignores the bits it does not know.
-const (
-	pullDone               = 1 << 0
-	pullCached             = 1 << 1
-	pullFailed             = 1 << 2
-	pullHasStartupBase     = 1 << 3
-	pullStartupBasePrecise = 1 << 4
-	pullStateful           = 1 << 5
-	pullHasStartup         = 1 << 6
-	pullStartupDone        = 1 << 7
-)
-
-func pullFlags(s *lifecycle.State) uint64 {
-	return flag(s.ImagePullDone, pullDone) | flag(s.ImagePullCached, pullCached) | flag(s.ImagePullFailed, pullFailed) |
-		flag(s.HasStartupBase, pullHasStartupBase) | flag(s.StartupBasePrecise, pullStartupBasePrecise) |
-		flag(s.Stateful, pullStateful) | flag(s.HasStartup, pullHasStartup) | flag(s.StartupDone, pullStartupDone)
-}
-
-func setPullFlags(s *lifecycle.State, flags uint64) {
-	s.ImagePullDone = flags&pullDone != 0
-	s.ImagePullCached = flags&pullCached != 0
-	s.ImagePullFailed = flags&pullFailed != 0
-	s.HasStartupBase = flags&pullHasStartupBase != 0
-	s.StartupBasePrecise = flags&pullStartupBasePrecise != 0
-	s.Stateful = flags&pullStateful != 0
-	s.HasStartup = flags&pullHasStartup != 0
-	s.StartupDone = flags&pullStartupDone != 0
-}
 
 // podFieldNames names every pod field number ever used, for the golden test
 // that keeps them from being renumbered or reused.
@@ -246,8 +214,7 @@ var podFieldNames = map[protowire.Number]string{
 	podStabilityLosses: "stability_losses", podSkipped: "skipped",
 	podScheduledPrecise: "scheduled_precise", podDeletionPrecise: "deletion_precise",
 	podContainerStart: "container_start", podContainerStartPrecise: "container_start_precise",
-	podImagePull: "image_pull", podImagePullInit: "image_pull_init", podPullFlags: "pull_flags",
-	podStartupBase: "startup_base", podStartup: "startup",
+	podImagePull: "image_pull", podStartup: "startup", podPullFlags: "pull_flags",
 }
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -303,10 +270,8 @@ func encodeState(s lifecycle.State) []byte {
 	b = appendTime(b, podContainerStart, s.ContainerStart, s.Scheduled)
 	b = appendUint(b, podContainerStartPrecise, uint64(s.ContainerStartPrecise))
 	b = appendUint(b, podImagePull, uint64(s.ImagePull))
-	b = appendUint(b, podImagePullInit, uint64(s.ImagePullInit))
-	b = appendUint(b, podPullFlags, pullFlags(&s))
-	b = appendInt(b, podStartupBase, s.StartupBase)
-	b = appendUint(b, podStartup, uint64(s.Startup))
+	b = appendInt(b, podStartup, int64(s.Startup))
+	b = appendUint(b, podPullFlags, uint64(s.Pulls))
 	return sealRecord(b)
 }
 
@@ -380,22 +345,20 @@ func decodeState(b []byte) (lifecycle.State, error) {
 			}
 		case podContainerStart:
 			containerStart.v, containerStart.set = protowire.DecodeZigZag(v), true
-		case podImagePull, podImagePullInit, podStartup:
+		case podImagePull:
 			if v > math.MaxUint32 {
-				return fmt.Errorf("field %d: milliseconds %d out of range: %w", num, v, errDecode)
+				return fmt.Errorf("image_pull: %d ms out of range: %w", v, errDecode)
 			}
-			switch num {
-			case podImagePull:
-				s.ImagePull = uint32(v)
-			case podImagePullInit:
-				s.ImagePullInit = uint32(v)
-			default:
-				s.Startup = uint32(v)
+			s.ImagePull = uint32(v)
+		case podStartup:
+			ms := protowire.DecodeZigZag(v)
+			if ms > math.MaxInt32 || ms < math.MinInt32 {
+				return fmt.Errorf("startup: %d ms out of range: %w", ms, errDecode)
 			}
+			s.Startup = int32(ms)
 		case podPullFlags:
-			setPullFlags(&s, v)
-		case podStartupBase:
-			s.StartupBase = protowire.DecodeZigZag(v)
+			// Bits a newer release added are left out, as for podFlags.
+			s.Pulls = lifecycle.PullFlags(v & math.MaxUint8)
 		case podSkipped:
 			for len(bytes) > 0 {
 				x, n := protowire.ConsumeVarint(bytes)
@@ -430,7 +393,7 @@ func podWireTypes(num protowire.Number) (protowire.Type, bool) {
 	switch {
 	case num == podSkipped:
 		return protowire.BytesType, true
-	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podStartup:
+	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podPullFlags:
 		return protowire.VarintType, true
 	}
 	return 0, false
@@ -519,16 +482,18 @@ const (
 	aggSchema    protowire.Number = 8  // zigzag
 	aggZeroCount protowire.Number = 9  // varint
 	aggNative    protowire.Number = 10 // packed varints: zigzag index delta, count; in index order
+	aggPrecise   protowire.Number = 11 // varint: observations measured in milliseconds (issue 27)
 )
 
 var aggregateFieldNames = map[protowire.Number]string{
 	aggCreated: "created", aggKind: "kind", aggValue: "value", aggCount: "count", aggSum: "sum",
 	aggLayout: "layout", aggClassic: "classic", aggSchema: "schema", aggZeroCount: "zero_count", aggNative: "native",
+	aggPrecise: "precise",
 }
 
 func aggregateWireTypes(num protowire.Number) (protowire.Type, bool) {
 	switch num {
-	case aggCreated, aggKind, aggCount, aggSchema, aggZeroCount:
+	case aggCreated, aggKind, aggCount, aggSchema, aggZeroCount, aggPrecise:
 		return protowire.VarintType, true
 	case aggValue, aggSum:
 		return protowire.Fixed64Type, true
@@ -587,6 +552,7 @@ func encodeAggregate(a *Aggregate, layout uint32) []byte {
 	}
 	b = appendInt(b, aggSchema, int64(h.Schema))
 	b = appendUint(b, aggZeroCount, h.ZeroCount)
+	b = appendUint(b, aggPrecise, h.Precise)
 	if len(h.Native) > 0 {
 		b = protowire.AppendTag(b, aggNative, protowire.BytesType)
 		b = protowire.AppendVarint(b, uint64(native))
@@ -721,6 +687,8 @@ func decodeAggregateV2(b []byte, layouts map[uint32][]float64) (*storedAggregate
 			h.ZeroCount = v
 		case aggNative:
 			native = bs
+		case aggPrecise:
+			h.Precise = v
 		}
 		return nil
 	}, aggregateWireTypes)
@@ -752,6 +720,9 @@ func decodeAggregateV2(b []byte, layouts map[uint32][]float64) (*storedAggregate
 	}
 	if h.Schema < nativeMinSchema || h.Schema > nativeInitialSchema {
 		return nil, fmt.Errorf("native schema %d: %w", h.Schema, errDecode)
+	}
+	if h.Precise > h.Count {
+		return nil, fmt.Errorf("%d observations in milliseconds of %d: %w", h.Precise, h.Count, errDecode)
 	}
 	idx := int64(0)
 	for len(native) > 0 {

@@ -72,6 +72,10 @@ func TestEveryStateFieldIsPersisted(t *testing.T) {
 				v.SetInt(1700000123)
 			case reflect.Uint32, reflect.Uint8:
 				v.SetUint(3)
+			case reflect.Int32:
+				// State.Startup: milliseconds, negative while it holds a
+				// start-up's end before a clock-skewed creation.
+				v.SetInt(-1234)
 			case reflect.Int16:
 				// A lifecycle.Precise: 123 ms into its second.
 				v.SetInt(1123)
@@ -233,9 +237,9 @@ var goldenStatesFormat2 = map[string]func() lifecycle.State{
 	"pod-pulls": func() lifecycle.State {
 		return lifecycle.State{
 			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
-			ImagePull: 2345, ImagePullInit: 1200, ImagePullDone: true, ImagePullFailed: true,
-			StartupBase: 4567, HasStartupBase: true, StartupBasePrecise: true, Stateful: true,
-			Startup: 3422, HasStartup: true, StartupDone: true,
+			ImagePull: 2345, Startup: 3422,
+			Pulls: lifecycle.PullsDone | lifecycle.PullFailedCounted | lifecycle.StartupEndSeen | lifecycle.StartupEndPrecise |
+				lifecycle.StartupStateful | lifecycle.StartupMeasured | lifecycle.StartupDone,
 			Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.ImagePull, Reason: lifecycle.TooOld}).
 				With(lifecycle.Skip{SLI: lifecycle.PodStartup, Reason: lifecycle.ImagePullFailed}),
 		}
@@ -375,4 +379,19 @@ func TestLayoutRecord(t *testing.T) {
 	_, err = decodeAggregate(golden(t, "format2", "aggregate-histogram"), v1Bounds, map[uint32][]float64{})
 	assert.ErrorIs(t, err, errDecode)
 	assert.NotErrorIs(t, err, errChecksum)
+}
+
+// TestPreciseCountIsPersisted: a histogram's count of observations made in
+// milliseconds survives its record, and a record claiming more of them
+// than observations is malformed, not a state to expose.
+func TestPreciseCountIsPersisted(t *testing.T) {
+	a := &Aggregate{Created: 1700000000, Histogram: goldenHistogram()}
+	a.Histogram.Precise = 7
+	got, err := decodeAggregate(encodeAggregate(a, layoutID(v1Bounds)), v1Bounds, testLayouts)
+	require.NoError(t, err)
+	assert.Equal(t, a.Histogram, got.Histogram)
+
+	a.Histogram.Precise = a.Histogram.Count + 1
+	_, err = decodeAggregate(encodeAggregate(a, layoutID(v1Bounds)), v1Bounds, testLayouts)
+	assert.ErrorIs(t, err, errDecode)
 }

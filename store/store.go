@@ -150,6 +150,8 @@ type Sample struct {
 	// counter.
 	Value    float64
 	Exemplar *Exemplar
+	// Precise marks a histogram observation measured in milliseconds.
+	Precise bool
 }
 
 // Change is everything one pod event changes, applied atomically.
@@ -691,6 +693,9 @@ func (s *Store) updatedSeries(c Change) (map[string]*series, []pendingExemplar, 
 			return nil, nil, err
 		}
 		bucket := sr.agg.Histogram.observe(s.opts.Buckets, smp.Value)
+		if smp.Precise {
+			sr.agg.Histogram.Precise++
+		}
 		if smp.Exemplar != nil {
 			exemplars = append(exemplars, pendingExemplar{sr.agg, bucket, smp.Exemplar})
 		}

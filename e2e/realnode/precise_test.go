@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/internal/realnode"
+	"github.com/podslo/podslo/internal/testenv"
 )
 
 // kubeletHistogramSum is the count and sum of the kubelet's histogram
@@ -138,4 +139,53 @@ func TestMillisecondsOnARealNode(t *testing.T) {
 	t.Logf("sandbox creation over %d pods: podslo %.3f s, the kubelet's run_podsandbox %.3f s; the kubelet's pod start SLI over %d pods %.3f s; test body done after %v",
 		pods, creationSum, runSum-runSumBefore, starts-startsBefore, startSum-startSumBefore, time.Since(began).Round(time.Millisecond))
 	assert.GreaterOrEqual(t, creationSum, runSum-runSumBefore, "podslo's sandbox creation includes the runtime's run_podsandbox")
+}
+
+// TestMillisecondsAcrossASIGKILLOnARealNode kills podslo between a pod's
+// scheduling and its sandbox, which the node's CNI chain holds back by
+// realnode.SlowSandboxDelay: the restarted podslo still measures the
+// creation in milliseconds, from the scheduling's receive time in its
+// state, and agrees with the test's own watch.
+func TestMillisecondsAcrossASIGKILLOnARealNode(t *testing.T) {
+	bin := testenv.PodsloBinary(t)
+	began := time.Now()
+	s := startSuite(t)
+	state := t.TempDir()
+	args := []string{"--kubeconfig", s.node.Kubeconfig, "--state-dir", state}
+	first := testenv.StartExporterProcess(t, bin, args...)
+	waitCurrent(t, first.URL)
+
+	name := realnode.SlowPodPrefix + "0"
+	uid := s.createPod(name).UID
+	// podslo recorded the scheduling (the pod is pending in its state)
+	// before it is killed.
+	require.EventuallyWithT(t, func(ct *assert.CollectT) {
+		_, ok := s.tr.get(uid).seen[seenScheduled]
+		require.True(ct, ok, "not scheduled yet")
+		pending := gaugeBy(scrape(ct, first.URL)["podslo_sandbox_creation_pending_pods"], "runtime_class")
+		assert.Equal(ct, 1.0, pending["none"])
+	}, 30*time.Second, 20*time.Millisecond, "podslo never held the pod as pending")
+	s.tr.act("", "SIGKILL podslo")
+	first.Kill(t)
+	second := testenv.StartExporterProcess(t, bin, args...)
+	waitCurrent(t, second.URL)
+	_, early := s.tr.get(uid).seen[seenSandboxReady]
+	require.False(t, early, "the sandbox was ready before the restarted podslo's watch was current: the delay is too short for this machine")
+
+	s.waitRunning(uid)
+	want, ok := s.tr.get(uid).between(seenScheduled, seenSandboxReady)
+	require.True(t, ok)
+	require.Greater(t, want, realnode.SlowSandboxDelay.Seconds(), "the CNI chain did not hold the sandbox back")
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		fams := scrape(ct, second.URL)
+		count, sum := histogramTotal(fams["podslo_sandbox_creation_duration_seconds"])
+		assert.Equal(ct, uint64(1), count)
+		assert.InDelta(ct, want, sum, msTolerance)
+		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
+		assert.Equal(ct, 1.0, precision["sandbox_creation,millisecond"])
+		assert.Zero(ct, precision["sandbox_creation,second"])
+	}, 30*time.Second, 100*time.Millisecond, "the restarted podslo's sandbox creation")
+	_, sum := histogramTotal(scrape(t, second.URL)["podslo_sandbox_creation_duration_seconds"])
+	t.Logf("sandbox creation across a SIGKILL: podslo %.3f s, the test's watch %.3f s; test body done after %v",
+		sum, want, time.Since(began).Round(time.Millisecond))
 }

@@ -241,11 +241,12 @@ func (f *faults) compact(ctx context.Context, duringOutage bool) error {
 // some pods under the same names before the exporter can relist, and waits
 // until the exporter handles pod events again.
 func (f *faults) outage(ctx context.Context) error {
+	stopping := time.Now()
 	img, err := f.cl.stopAPIServer()
 	if err != nil {
 		return err
 	}
-	rec := outageRecord{Stop: time.Now()}
+	rec := outageRecord{Stopping: stopping, Stop: time.Now()}
 	f.log.Info("Stopped kube-apiserver", "for", f.o.Outage)
 	// The newest resource version any watcher can hold: nothing writes
 	// while kube-apiserver is down.
@@ -302,8 +303,10 @@ func (f *faults) outage(ctx context.Context) error {
 	}
 	// When the exporter said so: it must not be silent while it watches
 	// nothing (issue 26).
-	rec.Unreachable = f.sup.firstLog(rec.Stop, "API server unreachable")
-	rec.Reachable = f.sup.firstLog(rec.Stop, "API server reachable again")
+	// Looked for from when the stop began: the exporter's watches fail,
+	// and it says so, while kube-apiserver shuts down.
+	rec.Unreachable = f.sup.firstLog(rec.Stopping, "API server unreachable")
+	rec.Reachable = f.sup.firstLog(rec.Stopping, "API server reachable again")
 	f.log.Info("The exporter watches pods again", "afterAPI", rec.WatchBack.Sub(rec.APIReady).Round(time.Millisecond),
 		"replaced", len(replaced), "staleWatch", rec.StaleWatch, "eventsAtReturn", rec.EventsAtReturn, "livePods", rec.LivePods,
 		"unreachableLogged", !rec.Unreachable.IsZero(), "reachableLogged", !rec.Reachable.IsZero())

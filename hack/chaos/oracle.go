@@ -343,7 +343,10 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 					skip("termination", "negative_duration")
 				} else {
 					observe(mTermination, down-deletionRequested)
-					if down > r.Deletion {
+					// docs/metrics.md: a sandbox down in the very second
+					// the grace period ends is over it when a container
+					// shows the kubelet's kill at or after that second.
+					if down > r.Deletion || (r.Killed != 0 && r.Killed >= r.Deletion) {
 						count(mOverGrace)
 					}
 				}

@@ -104,6 +104,35 @@ func TestOracleSeenEverything(t *testing.T) {
 	}
 }
 
+// TestOracleKilledAtGraceEnd is deploy/kwok's podslo-pod-kill: the sandbox
+// goes away in deletionTimestamp's own second, with a container killed
+// then (exit 137). docs/metrics.md counts it over grace; one that exited
+// by itself in that second is not.
+func TestOracleKilledAtGraceEnd(t *testing.T) {
+	kata := classLabels{"kata", "none"}
+	for _, tc := range []struct {
+		name   string
+		killed int64 // finishedAt of a container killed with 137, 0: none
+		want   float64
+	}{
+		{"killed at the end of the grace", t0 + 102, 1},
+		{"exited within the grace", 0, 0},
+		{"killed before the end of the grace", t0 + 101, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := lifecycle("kata", 2, 2) // deletionTimestamp and sandbox down at 102
+			h.Revs[len(h.Revs)-1].Killed = tc.killed
+			v := config().judge(h, watchingAll())
+			if len(v.Outcomes) != 1 {
+				t.Fatalf("got %d outcomes", len(v.Outcomes))
+			}
+			if got := v.Outcomes[0].Count[classSeries(mOverGrace, kata)]; got != tc.want {
+				t.Errorf("over grace: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestOracleTermination(t *testing.T) {
 	h := lifecycle("runc", 30, 1) // sandbox down at 101, removed at 102.2
 	vanished := seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "vanished"})

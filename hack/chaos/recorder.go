@@ -45,6 +45,10 @@ type revision struct {
 	Started int64 `json:"started,omitempty"`
 	// Restarts sums the containers' restartCount.
 	Restarts int32 `json:"restarts,omitempty"`
+	// Killed is the newest finishedAt of a container killed by SIGKILL
+	// (exit code 137, not OOMKilled), in Unix seconds: the kubelet's kill
+	// at the end of the grace period. 0 when none.
+	Killed int64 `json:"killed,omitempty"`
 	// Deletion is deletionTimestamp in Unix seconds, 0 when unset; Grace
 	// is deletionGracePeriodSeconds.
 	Deletion int64 `json:"deletion,omitempty"`
@@ -253,6 +257,9 @@ func readRevision(pod *corev1.Pod) revision {
 			r.Started = run.StartedAt.Unix()
 		}
 		r.Restarts += cs.RestartCount
+		if term := cs.State.Terminated; term != nil && term.ExitCode == 137 && term.Reason != "OOMKilled" && term.FinishedAt.Unix() > r.Killed {
+			r.Killed = term.FinishedAt.Unix()
+		}
 	}
 	if dt := pod.DeletionTimestamp; dt != nil {
 		r.Deletion = dt.Unix()

@@ -312,7 +312,7 @@ func (r *Results) markdown() string {
 		for _, out := range f.Outages {
 			fmt.Fprintf(&b, "; kube-apiserver down %.0f s (a watch from before the stop: %s; the exporter handled pod events again %.1f s after the API server's return, %.0f of them in its first 5 s for %d pods; %s, %s)",
 				out.APIReady.Sub(out.Stop).Seconds(), out.StaleWatch, out.WatchBack.Sub(out.APIReady).Seconds(), out.EventsAtReturn, out.LivePods,
-				loggedAt("it logged the API server unreachable", out.Unreachable, out.Stop, "the stop"),
+				loggedAt("it logged the API server unreachable", out.Unreachable, out.Stopping, "the stop began"),
 				loggedAt("reachable again", out.Reachable, out.APIReady, "its return"))
 		}
 		fmt.Fprintf(&b, "; %d etcd compactions", len(f.Compactions))

@@ -195,7 +195,10 @@ type instance struct {
 
 // outage is kube-apiserver's stop, as the run made it.
 type outageRecord struct {
-	Stop time.Time `json:"stop"`
+	// Stopping is when the stop began, Stop when kube-apiserver was gone:
+	// an exporter may notice the server going before the stop returns.
+	Stopping time.Time `json:"stopping"`
+	Stop     time.Time `json:"stop"`
 	// APIReady is the first /readyz of the new kube-apiserver.
 	APIReady time.Time `json:"apiReady"`
 	// WatchBack is when the exporter first handled a pod event after

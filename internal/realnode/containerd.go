@@ -15,6 +15,18 @@ import (
 // cniBinDir is where Debian's containernetworking-plugins installs them.
 const cniBinDir = "/usr/lib/cni"
 
+// A pod whose name starts with SlowPodPrefix gets its network
+// SlowSandboxDelay late (the chained CNI plugin podslo-delay, which the
+// sleeper command also is): a sandbox slow enough for a test to restart
+// an exporter between the pod's scheduling and its sandbox readiness.
+const (
+	SlowPodPrefix    = "slow-"
+	SlowSandboxDelay = 6 * time.Second
+)
+
+// cniPlugins are the CNI plugins the node needs from the host.
+var cniPlugins = []string{"bridge", "host-local", "loopback"}
+
 // startContainerd starts containerd with its own root, state, sockets and
 // CNI configuration under dir, and imports the sleeper image.
 func (n *Node) startContainerd() error {
@@ -35,11 +47,24 @@ func (n *Node) startContainerd() error {
     "ipam": {"type": "host-local", "dataDir": %q,
       "ranges": [[{"subnet": %q, "rangeStart": "10.253.0.10"}]],
       "routes": [{"dst": %q}, {"dst": %q, "gw": %q}]}
+  }, {
+    "type": "podslo-delay", "podNamePrefix": %q, "delay": %q
   }]
 }
-`, cniNetwork, bridgeName, filepath.Join(n.dir, "cni-ipam"), podSubnet, podSubnet, ServiceCIDR, NodeIP)
+`, cniNetwork, bridgeName, filepath.Join(n.dir, "cni-ipam"), podSubnet, podSubnet, ServiceCIDR, NodeIP, SlowPodPrefix, SlowSandboxDelay.String())
 	if err := os.WriteFile(filepath.Join(cniConf, "10-podslo.conflist"), []byte(conflist), 0o644); err != nil {
 		return err
+	}
+	// Debian's plugins, and the sleeper as podslo-delay once it is built,
+	// in a bin dir of the node's own.
+	cniBin := filepath.Join(n.dir, "cni-bin")
+	if err := os.MkdirAll(cniBin, 0o755); err != nil {
+		return err
+	}
+	for _, p := range cniPlugins {
+		if err := os.Symlink(filepath.Join(cniBinDir, p), filepath.Join(cniBin, p)); err != nil {
+			return err
+		}
 	}
 	config := fmt.Sprintf(`version = 2
 root = %[1]q
@@ -84,12 +109,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[6]q
     conf_dir = %[7]q
-  # A hosts.toml per registry (TrustRegistry), read at each pull: the
+  # A hosts.toml per registry (StartRegistry), read at each pull: the
   # tests' registry on loopback speaks plain HTTP.
   [plugins."io.containerd.grpc.v1.cri".registry]
     config_path = %[9]q
 `, filepath.Join(n.dir, "containerd"), filepath.Join(n.dir, "containerd-state"), n.Socket,
-		filepath.Join(n.dir, "containerd-opt"), Image, cniBinDir, cniConf, filepath.Join(n.dir, "runc"), n.registryHosts())
+		filepath.Join(n.dir, "containerd-opt"), Image, cniBin, cniConf, filepath.Join(n.dir, "runc"), n.registryHosts())
 	cfg := filepath.Join(n.dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		return err
@@ -108,6 +133,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 
 	archive := filepath.Join(n.dir, "sleeper.tar")
 	if err := buildImage(n.dir, archive); err != nil {
+		return err
+	}
+	// containerd runs a CNI plugin only when it makes a sandbox, after
+	// this.
+	if err := os.Symlink(filepath.Join(n.dir, "sleeper"), filepath.Join(cniBin, "podslo-delay")); err != nil {
 		return err
 	}
 	return n.ctr("images", "import", archive)

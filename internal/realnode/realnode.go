@@ -94,7 +94,7 @@ func Start(t testing.TB, opts ...testenv.Option) *Node {
 			t.Fatalf("%s not found (Debian: apt-get install containerd runc iproute2 iptables): %v", b, err)
 		}
 	}
-	for _, p := range []string{"bridge", "host-local", "loopback"} {
+	for _, p := range cniPlugins {
 		if _, err := os.Stat(filepath.Join(cniBinDir, p)); err != nil {
 			t.Fatalf("CNI plugin %s missing in %s (Debian: apt-get install containernetworking-plugins): %v", p, cniBinDir, err)
 		}

@@ -29,6 +29,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -51,9 +52,9 @@ type kase struct {
 
 var (
 	containers = [2]int64{1, 1} // sandbox (or Initialized) -> newest container start
-	readiness  = [2]int64{2, 2} // newest container start -> Ready
+	readiness  = [2]int64{2, 2} // newest container start -> Ready (the probe's initial delay)
 	crashAfter = [2]int64{1, 1} // Ready -> sandbox False (annotation "1")
-	recreate   = [2]int64{2, 2} // sandbox False -> sandbox True again
+	recreate   = [2]int64{0, 1} // sandbox False -> sandbox True again (at once)
 )
 
 func cases() []kase {
@@ -224,7 +225,13 @@ func createPod(ctx context.Context, cs *kubernetes.Clientset, name string, c kas
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Annotations: c.annotations, Labels: map[string]string{"case": c.name}},
 		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{Name: "app", Image: "fake"}, {Name: "sidecar", Image: "fake"}},
+			// The stages make a container with a readiness probe ready its
+			// initialDelaySeconds after its start (readiness below), one
+			// without at its start.
+			Containers: []corev1.Container{{Name: "app", Image: "fake", ReadinessProbe: &corev1.Probe{
+				ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromInt32(8080)}},
+				InitialDelaySeconds: int32(readiness[0]),
+			}}, {Name: "sidecar", Image: "fake"}},
 		},
 	}
 	if c.runtime != "" {

@@ -6,21 +6,33 @@
 // "ignore-term" it ignores SIGTERM, so that only the kubelet's SIGKILL at
 // the end of the grace period ends it. "sleep DURATION" sleeps and exits 0:
 // a preStop exec hook that takes that long.
+//
+// Run by containerd as a CNI plugin (CNI_COMMAND set), it is instead the
+// chained plugin "podslo-delay": it passes the previous plugin's result on,
+// after sleeping for the configured delay when the pod's name starts with
+// the configured prefix. That makes a real sandbox as slow as a test needs
+// (a slow CNI IP allocation, say), so that an exporter can be killed and
+// restarted between a pod's scheduling and its sandbox.
 package main
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
 
 func main() {
+	if cmd := os.Getenv("CNI_COMMAND"); cmd != "" {
+		os.Exit(delayPlugin(cmd))
+	}
 	if len(os.Args) > 1 && os.Args[1] == "apiserver" {
 		os.Exit(askAPIServer())
 	}
@@ -62,4 +74,51 @@ func askAPIServer() int {
 	body, _ := io.ReadAll(resp.Body)
 	fmt.Printf("%s %s\n%s\n", addr, resp.Status, body)
 	return 0
+}
+
+// delayPlugin is the CNI plugin "podslo-delay" (see the package comment).
+// Its configuration adds podNamePrefix and delay (a Go duration) to the
+// network's.
+func delayPlugin(command string) int {
+	switch command {
+	case "VERSION":
+		fmt.Println(`{"cniVersion":"1.0.0","supportedVersions":["0.4.0","1.0.0"]}`)
+		return 0
+	case "ADD":
+	default:
+		// DEL, CHECK, GC, STATUS: nothing of its own to undo or check.
+		return 0
+	}
+	var conf struct {
+		CNIVersion    string          `json:"cniVersion"`
+		PodNamePrefix string          `json:"podNamePrefix"`
+		Delay         string          `json:"delay"`
+		PrevResult    json.RawMessage `json:"prevResult"`
+	}
+	if err := json.NewDecoder(os.Stdin).Decode(&conf); err != nil {
+		return cniError(fmt.Sprintf("podslo-delay: decode the configuration: %v", err))
+	}
+	for _, kv := range strings.Split(os.Getenv("CNI_ARGS"), ";") {
+		name, ok := strings.CutPrefix(kv, "K8S_POD_NAME=")
+		if !ok || conf.PodNamePrefix == "" || !strings.HasPrefix(name, conf.PodNamePrefix) {
+			continue
+		}
+		d, err := time.ParseDuration(conf.Delay)
+		if err != nil {
+			return cniError(fmt.Sprintf("podslo-delay: delay %q: %v", conf.Delay, err))
+		}
+		time.Sleep(d)
+	}
+	if len(conf.PrevResult) == 0 {
+		return cniError("podslo-delay: no prevResult: chain it after a plugin that makes one")
+	}
+	os.Stdout.Write(conf.PrevResult)
+	return 0
+}
+
+// cniError writes a CNI error result and returns the exit code for it.
+func cniError(msg string) int {
+	b, _ := json.Marshal(map[string]any{"cniVersion": "1.0.0", "code": 999, "msg": msg})
+	os.Stdout.Write(b)
+	return 1
 }

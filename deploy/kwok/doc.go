@@ -1,0 +1,4 @@
+// Package kwok holds podslo's kwok stages (pod-stages.yaml), which fake the
+// kubelet for the demo, the end-to-end test and the chaos runs, and the test
+// that replays the real kubelet's recorded sequences through them.
+package kwok
