@@ -183,18 +183,31 @@ func TestStartupTakesOffTheInitPhase(t *testing.T) {
 	pulls.Add(PullEvent{Container: "spec.initContainers{setup}", Init: true, Result: PullDone, Ms: 4000})
 	pulls.Add(pulled("app", 3000))
 	now := ts(t, "2026-01-01T00:00:21Z")
-	st, _ := Step(now, pod, State{}, cfg)
-	st, out := PullsSeen(now, st, &pulls, 2, cfg)
-	pull := observed(out, ImagesPulled)
-	require.Len(t, pull, 1)
-	assert.InDelta(t, 7.0, pull[0].Seconds, 1e-9, "the init container's pull counts in the pod's pulls")
-	s := observed(out, StartedUp)
-	require.Len(t, s, 1)
-	// 20.3 s to every container running, minus 10 s of init phase (whose
-	// 4 s pull it holds), minus the app's 3 s pull.
-	assert.InDelta(t, 7.3, s[0].Seconds, 1e-9)
-	assert.False(t, s[0].Precise, "the init phase is known to the second")
-	assert.True(t, s[0].Stateful, "a pod with a PVC is stateful")
+	for _, pullsFirst := range []bool{false, true} {
+		var st State
+		var out, more Outcome
+		if pullsFirst {
+			// The init containers' pulls wait in the state for the end.
+			st, out = PullsSeen(now, st, &pulls, 2, cfg)
+			st, more = Step(now, pod, st, cfg)
+		} else {
+			st, out = Step(now, pod, st, cfg)
+			st, more = PullsSeen(now, st, &pulls, 2, cfg)
+		}
+		out.Observations = append(out.Observations, more.Observations...)
+		pull := observed(out, ImagesPulled)
+		require.Len(t, pull, 1)
+		assert.InDelta(t, 7.0, pull[0].Seconds, 1e-9, "the init container's pull counts in the pod's pulls")
+		s := observed(out, StartedUp)
+		require.Len(t, s, 1, "pulls first: %v", pullsFirst)
+		// 20.3 s to every container running, minus 10 s of init phase
+		// (whose 4 s pull it holds), minus the app's 3 s pull.
+		assert.InDelta(t, 7.3, s[0].Seconds, 1e-9, "pulls first: %v", pullsFirst)
+		assert.False(t, s[0].Precise, "the init phase is known to the second")
+		assert.True(t, s[0].Stateful, "a pod with a PVC is stateful")
+		assert.EqualValues(t, 7300, st.Startup)
+		assert.EqualValues(t, 7000, st.ImagePull)
+	}
 }
 
 func TestStartupOfAPodSeenLateIsSkipped(t *testing.T) {
