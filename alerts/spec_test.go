@@ -24,7 +24,7 @@ func TestShippedSpec(t *testing.T) {
 		}
 		assert.Equal(t, 30*24*time.Hour, slo.WindowDuration(), slo.Name)
 	}
-	assert.Equal(t, []string{"sandbox_creation_latency", "sandbox_creation_success", "termination_latency", "readiness_latency", "runc_sandbox_creation_latency"}, names)
+	assert.Equal(t, []string{"sandbox_creation_latency", "sandbox_creation_success", "termination_latency", "readiness_latency", "runc_sandbox_creation_latency", "pod_startup_latency"}, names)
 	// The sub-second objective holds for stateless runc pods only.
 	runc := spec.SLOs[4]
 	assert.Equal(t, []string{"runtime_class"}, runc.GroupBy)

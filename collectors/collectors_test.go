@@ -353,12 +353,15 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	dims := []string{"runc", "none", "a"}
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u6", Meta: &store.PodMeta{Namespace: "ns", Name: "p6", PodLabels: []string{"p6"}, HistogramLabels: []string{"a"}},
-		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1, StableSeen: true},
+		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1, StableSeen: true,
+			ImagePull: 1500, Startup: 2500, Pulls: lifecycle.PullsDone | lifecycle.StartupMeasured | lifecycle.StartupDone},
 		Observe: []store.Sample{
 			{Family: fam("stabilization"), Labels: dims, Value: 30},
 			{Family: fam("termination"), Labels: dims, Value: 3},
 			{Family: fam("readiness"), Labels: dims, Value: 1},
 			{Family: fam("startup_phase"), Labels: []string{"runc", "none", "total", "a"}, Value: 9},
+			{Family: fam("image_pull"), Labels: []string{"runc", "none", "miss", "a"}, Value: 1.5},
+			{Family: fam("pod_startup_sli"), Labels: []string{"runc", "none", "false", "a"}, Value: 2.5},
 		},
 		Add: []store.Sample{
 			{Family: fam("terminations_over_grace"), Labels: dims, Value: 1},
@@ -444,7 +447,8 @@ podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata"
 		zeroLines("podslo_sandbox_creations_excluded_total", `reason="user_error"`, classes[0], classes[1], "kata/fast") +
 		header("podslo_sandbox_recreations_total") + zeroLines("podslo_sandbox_recreations_total", "", classes[0], classes[1], "") +
 		header("podslo_pod_terminations_over_grace_total") + zeroLines("podslo_pod_terminations_over_grace_total", "", classes[0], classes[1], "") +
-		header("podslo_pod_stable_transitions_total") + zeroLines("podslo_pod_stable_transitions_total", `to="false"`, classes[0], classes[1], "")
+		header("podslo_pod_stable_transitions_total") + zeroLines("podslo_pod_stable_transitions_total", `to="false"`, classes[0], classes[1], "") +
+		header("podslo_pod_image_pulls_failed_total") + zeroLines("podslo_pod_image_pulls_failed_total", "", classes[0], classes[1], "")
 	require.NoError(t, testutil.CollectAndCompare(NewSLIs(s, Labels{}, discard), strings.NewReader(want)))
 
 	pp := NewPerPod(s, Labels{})

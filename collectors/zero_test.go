@@ -85,7 +85,7 @@ func TestCountersStartAtZero(t *testing.T) {
 		}
 		assert.Equal(t, wantHere, got, a.Name)
 	}
-	assert.Equal(t, 5, counters, "the counters of sli.Table")
+	assert.Equal(t, 6, counters, "the counters of sli.Table")
 	skips := seriesValues(fams["podslo_observations_skipped_total"])
 	assert.Len(t, skips, len(lifecycle.Skips()))
 	for _, sk := range lifecycle.Skips() {

@@ -162,6 +162,7 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 	h := latency.Latency.Histogram
 	timeout := g.spec.Config.SandboxCreationTimeout
 	timeoutSeconds, _ := model.ParseDuration(timeout)
+	startup := g.slo("pod_startup_latency")
 	return g.newDashboard(PodStartupUID, "podslo / Pod start-up",
 		"Sandbox creation (KEP-3085) and the start-up phases of pods, per runtime class and storage class.").
 		WithRow(dashboard.NewRowBuilder("Sandbox creation")).
@@ -179,6 +180,17 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 				g.filter(`phase!="total"`), g.filter(`phase!="total"`)), "{{phase}}")))).
 		WithPanel(timeseriesPanel("Start-up phases (p90)", "90th percentile of each start-up phase, and of the whole start-up (total).", "s", half,
 			q(fmt.Sprintf("histogram_quantile(0.9, sum by (phase, le) (rate(podslo_pod_startup_phase_duration_seconds_bucket%s[$__rate_interval])))", f), "{{phase}}"))).
+		WithRow(dashboard.NewRowBuilder("Pod start-up SLI (sig-scalability)")).
+		WithPanel(timeseriesPanel("Pod start-ups", "Pods whose start-up SLI was measured, per second; stateful=true: pods with a PVC-backed volume, which the upstream SLO leaves out.", "ops", third,
+			q(fmt.Sprintf("sum by (runtime_class, stateful) (rate(%s_count%s[$__rate_interval]))", startup.Latency.Histogram, f), "{{runtime_class}} stateful={{stateful}}"))).
+		WithPanel(quantiles("Pod start-up latency (stateless)", "Creation to every container running and seen by the watch, minus image pulls and the init phase (kubelet_pod_start_sli_duration_seconds, cluster-wide), over the selected classes' stateless pods.", startup.Latency.Histogram, g.filter(startup.Matchers...), third)).
+		WithPanel(withinThreshold(startup, func(m ...string) string { return g.filter(append(m, startup.Matchers...)...) }, third)).
+		WithRow(dashboard.NewRowBuilder("Image pulls")).
+		WithPanel(timeseriesPanel("Image pulls (mean per pod)", "Mean of each pod's image pulls (the sum over its containers, from the kubelet's Pulled events), by cache: hit when every image was already on the node.", "s", third,
+			q("sum by (cache) (rate(podslo_pod_image_pull_duration_seconds_sum"+f+"[$__rate_interval]))\n/\nsum by (cache) (rate(podslo_pod_image_pull_duration_seconds_count"+f+"[$__rate_interval]))", "{{cache}}"))).
+		WithPanel(quantiles("Image pull latency (pulled)", "Each pod's image pulls, for pods with at least one image pulled (cache=miss).", "podslo_pod_image_pull_duration_seconds", g.filter(`cache="miss"`), third)).
+		WithPanel(timeseriesPanel("Pods with a failed pull", "Pods with a failed image pull (ErrImagePull) during their start-up, per minute: a missing image or tag, a refused pull secret, or the registry.", "opm", third,
+			q(fmt.Sprintf("60 * sum by (runtime_class, storage_class) (rate(podslo_pod_image_pulls_failed_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
 		WithRow(dashboard.NewRowBuilder("Re-creations")).
 		WithPanel(timeseriesPanel("Sandbox re-creations", "Sandboxes that became ready again after the first one was lost (a node or VM crash, KEP-3085 story 4), per minute.", "opm", half,
 			q(fmt.Sprintf("60 * sum by (runtime_class, storage_class) (rate(podslo_sandbox_recreations_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).

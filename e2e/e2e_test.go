@@ -516,6 +516,10 @@ func TestEndToEnd(t *testing.T) {
 			assert.True(c, p.hasData(c, `rate(podslo_observations_skipped_total[1m])`, started))
 		}, time.Minute, time.Second)
 
+		// kwok's stages write no Pulled events: the kubelet's, for a few
+		// pods, give the image pull and start-up panels data.
+		writePulledEvents(t, c, "e2e", 3)
+
 		// A panel has data when its query returns points over the
 		// dashboard's time range, here the whole test. A range query is
 		// evaluated on a grid of 15 s steps from the start, so a series

@@ -32,8 +32,9 @@ func (d *dimensions) Pod(p *lifecycle.Pod) {
 	defer d.mu.Unlock()
 	d.byName[p.Name] = p.NodeLabels["zone"] + "/" + p.OwnerKind
 }
-func (d *dimensions) Deleted(types.UID, string, *lifecycle.Pod) {}
-func (d *dimensions) UserError(types.UID, string)               {}
+func (d *dimensions) Deleted(types.UID, string, *lifecycle.Pod)        {}
+func (d *dimensions) UserError(types.UID, string)                      {}
+func (d *dimensions) ImagePull(types.UID, string, lifecycle.PullEvent) {}
 func (d *dimensions) Synced(func() map[types.UID]struct{}, func() bool) {
 	close(d.synced)
 }

@@ -47,7 +47,8 @@ func eventSelector(namespaceSelector string) string {
 	return failedMountSelector + "," + namespaceSelector
 }
 
-// eventWatch is the FailedMount event watch of one namespace (or of all).
+// eventWatch is an event watch of one namespace (or of all) and one
+// reason: FailedMount, or one of the image events (pulls.go).
 // Like the pod watch it is a bare controller that tracks its currency: the
 // creation-timeout check tells a timeout from a user error by these
 // events, so it must also wait while this watch is down or relisting, or a
@@ -106,7 +107,7 @@ func (w *Watcher) processEventDelta(ew *eventWatch, d cache.Delta) {
 
 func (w *Watcher) handleEvent(obj any) {
 	ev, ok := obj.(*corev1.Event)
-	if !ok || ev.Reason != "FailedMount" || ev.InvolvedObject.UID == "" {
+	if !ok || ev.InvolvedObject.UID == "" {
 		return
 	}
 	if !w.opts.Scope.OwnsUID(ev.InvolvedObject.UID) {
@@ -119,10 +120,17 @@ func (w *Watcher) handleEvent(obj any) {
 		// comes, and expire.
 		return
 	}
+	ref := ev.InvolvedObject.Namespace + "/" + ev.InvolvedObject.Name
+	if ev.Reason != "FailedMount" {
+		if e, ok := pullEvent(ev); ok {
+			w.handler.ImagePull(ev.InvolvedObject.UID, ref, e)
+		}
+		return
+	}
 	if !w.userError.MatchString(ev.Message) {
 		return
 	}
-	w.handler.UserError(ev.InvolvedObject.UID, ev.InvolvedObject.Namespace+"/"+ev.InvolvedObject.Name)
+	w.handler.UserError(ev.InvolvedObject.UID, ref)
 }
 
 func compileUserErrorRegex(expr string) (*regexp.Regexp, error) {

@@ -33,6 +33,7 @@ func (u *userErrors) UserError(uid types.UID, _ string) {
 	u.uids = append(u.uids, uid)
 	u.mu.Unlock()
 }
+func (u *userErrors) ImagePull(types.UID, string, lifecycle.PullEvent) {}
 func (u *userErrors) Synced(func() map[types.UID]struct{}, func() bool) {
 	u.mu.Lock()
 	u.synced = true

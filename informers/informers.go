@@ -41,6 +41,10 @@ type Handler interface {
 	// UserError is a FailedMount event that blames the pod's own spec (a
 	// missing Secret or ConfigMap).
 	UserError(uid types.UID, ref string)
+	// ImagePull is a kubelet event about one of the pod's images: pulled
+	// (with its duration), already present, or failed. A relist hands the
+	// same events on again.
+	ImagePull(uid types.UID, ref string, e lifecycle.PullEvent)
 	// Synced is called once every pod of the first list has been handed to
 	// Pod. live returns the UIDs of the pods that exist at the time of the
 	// call; current whether the pod and FailedMount event watches are
@@ -238,9 +242,12 @@ func (w *Watcher) Start(ctx context.Context) error {
 		if _, err := pvcs.Informer().AddEventHandler(w.counter("persistentvolumeclaims")); err != nil {
 			return fmt.Errorf("watch persistentvolumeclaims: %w", err)
 		}
-		ew := w.eventController(ns, eventSelector(nsSelector))
-		eventWatches = append(eventWatches, ew)
-		synced = append(synced, pvcs.Informer().HasSynced, ew.ctrl.HasSynced)
+		synced = append(synced, pvcs.Informer().HasSynced)
+		for _, sel := range eventSelectors(nsSelector) {
+			ew := w.eventController(ns, sel)
+			eventWatches = append(eventWatches, ew)
+			synced = append(synced, ew.ctrl.HasSynced)
+		}
 	}
 	if _, err := classes.Informer().AddEventHandler(w.counter("storageclasses")); err != nil {
 		return fmt.Errorf("watch storageclasses: %w", err)

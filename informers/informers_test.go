@@ -132,7 +132,7 @@ func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
 			Name: "web", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: at,
 			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"example.com/tier": "gold"},
 		},
-		NodeName: "n1", RuntimeClassName: "kata",
+		NodeName: "n1", RuntimeClassName: "kata", Containers: 1,
 		Volumes: []lifecycle.Volume{{Claim: "data"}, {Claim: "web-scratch", Ephemeral: true, TemplateClass: ptr("local")}},
 		Conditions: []lifecycle.Condition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at.Unix()},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -365,15 +366,28 @@ func (d *podFields) spec(f field) (err error) {
 	switch f.num {
 	case 1: // volumes
 		return d.volume(f)
+	case 2: // containers: each one's image is pulled before it starts
+		_, err = f.bytes()
+		p.Containers = saturatingInc(p.Containers)
 	case 10:
 		p.NodeName, err = str(f)
 	case 20: // initContainers
 		_, err = f.bytes()
 		p.HasInitContainers = true
+		p.InitContainers = saturatingInc(p.InitContainers)
 	case 29:
 		p.RuntimeClassName, err = str(f)
 	}
 	return err
+}
+
+// saturatingInc counts up to the largest uint16: a pod has far fewer
+// containers, and a count that wrapped would end start-ups early.
+func saturatingInc(n uint16) uint16 {
+	if n == math.MaxUint16 {
+		return n
+	}
+	return n + 1
 }
 
 // volume keeps a volume that a PVC backs, as trimmer.pod does: a

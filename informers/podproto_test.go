@@ -277,6 +277,34 @@ func TestContainerTimes(t *testing.T) {
 	}
 }
 
+// TestContainerCounts: the containers whose images the pulls wait for,
+// and the running ones that end the start-up SLI, read the same by both
+// decoders (issue 28).
+func TestContainerCounts(t *testing.T) {
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(time.Unix(1700000000, 0))}}
+	p := &corev1.Pod{
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{Name: "setup"}},
+			Containers:     []corev1.Container{{Name: "a"}, {Name: "b"}, {Name: "c"}},
+		},
+		Status: corev1.PodStatus{
+			InitContainerStatuses: []corev1.ContainerStatus{{State: running}},
+			ContainerStatuses:     []corev1.ContainerStatus{{State: running}, {State: running}, {State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ErrImagePull"}}}},
+		},
+	}
+	raw, err := p.Marshal()
+	require.NoError(t, err)
+	for name, tr := range trimmers(t) {
+		decoded, err := tr.decodePod(raw)
+		require.NoError(t, err)
+		for how, got := range map[string]*lifecycle.Pod{"reference": tr.reference(p), "decode": decoded} {
+			require.Equal(t, uint16(3), got.Containers, "%s %s", name, how)
+			require.Equal(t, uint16(1), got.InitContainers, "%s %s", name, how)
+			require.Equal(t, uint16(2), got.ContainersRunning, "%s %s: not the init container, not the waiting one", name, how)
+		}
+	}
+}
+
 // mustPod is trimmer.pod for tests, whose pods always encode.
 func (t *trimmer) mustPod(p *corev1.Pod) *lifecycle.Pod {
 	out, err := t.pod(p)
@@ -322,6 +350,7 @@ func (t *trimmer) reference(p *corev1.Pod) *lifecycle.Pod {
 		}
 	}
 	out.HasInitContainers = len(p.Spec.InitContainers) > 0
+	out.Containers, out.InitContainers = uint16(len(p.Spec.Containers)), uint16(len(p.Spec.InitContainers))
 	earliest := func(t metav1.Time) {
 		if s := unixOrZero(t); s != 0 && (out.FirstContainerStart == 0 || s < out.FirstContainerStart) {
 			out.FirstContainerStart = s
@@ -335,6 +364,9 @@ func (t *trimmer) reference(p *corev1.Pod) *lifecycle.Pod {
 		for _, cs := range statuses {
 			if r := cs.State.Running; r != nil {
 				earliest(r.StartedAt)
+				if !init {
+					out.ContainersRunning++
+				}
 				if s := unixOrZero(r.StartedAt); !init && s > out.ContainersStarted {
 					out.ContainersStarted = s
 				}

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -24,6 +25,9 @@ func (r *recorder) Deleted(uid types.UID, ref string, final *lifecycle.Pod) {
 }
 func (r *recorder) UserError(uid types.UID, ref string) {
 	r.calls = append(r.calls, "user error "+string(uid)+" "+ref)
+}
+func (r *recorder) ImagePull(uid types.UID, ref string, e lifecycle.PullEvent) {
+	r.calls = append(r.calls, fmt.Sprintf("image pull %s %s %s %d %d", uid, ref, e.Container, e.Result, e.Ms))
 }
 func (r *recorder) Synced(func() map[types.UID]struct{}, func() bool) {
 	r.calls = append(r.calls, "synced")

@@ -37,13 +37,14 @@ func (t *trimmer) transform(obj any) (any, error) {
 	case *lifecycle.Pod:
 		return o, nil
 	case *corev1.Event:
-		// What the user-error filter reads: which pod, what went wrong, and
+		// What the user-error filter and the image pulls read: which pod
+		// (and container), what went wrong or how long a pull took, and
 		// which node's kubelet said so. Without the host, per-node mode
 		// would hand on every node's events, and the pipeline would hold
 		// each for a pod it never sees.
 		return &corev1.Event{
 			ObjectMeta:     trimMeta(&o.ObjectMeta, nil, nil),
-			InvolvedObject: corev1.ObjectReference{Kind: o.InvolvedObject.Kind, Namespace: o.InvolvedObject.Namespace, Name: o.InvolvedObject.Name, UID: o.InvolvedObject.UID},
+			InvolvedObject: corev1.ObjectReference{Kind: o.InvolvedObject.Kind, Namespace: o.InvolvedObject.Namespace, Name: o.InvolvedObject.Name, UID: o.InvolvedObject.UID, FieldPath: o.InvolvedObject.FieldPath},
 			Reason:         o.Reason,
 			Message:        o.Message,
 			Source:         corev1.EventSource{Host: o.Source.Host},
@@ -140,6 +141,9 @@ type containerTimes struct {
 const sigkillExit = 137
 
 func (c containerTimes) into(p *lifecycle.Pod, init bool) {
+	if !init && c.running {
+		p.ContainersRunning = saturatingInc(p.ContainersRunning)
+	}
 	if !init && c.running && c.started > p.ContainersStarted {
 		p.ContainersStarted = c.started
 	}

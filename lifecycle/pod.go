@@ -37,6 +37,12 @@ type Pod struct {
 	ContainerKilled int64
 	// HasInitContainers: the pod spec has init containers.
 	HasInitContainers bool
+	// Containers and InitContainers count the pod spec's containers and
+	// init containers: each has its image pulled, or found present, once
+	// before it first starts (pulls.go). ContainersRunning counts the
+	// containers (not init containers) whose state is running: all of them
+	// end the start-up SLI (startup.go).
+	Containers, InitContainers, ContainersRunning uint16
 	// Received is when podslo's pod watch received this object, in Unix
 	// milliseconds, if the watch was current then (informers); 0 for an
 	// object from a list, a relist, or a watch just resumed, which may show

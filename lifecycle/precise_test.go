@@ -198,7 +198,8 @@ func TestWatchTolerance(t *testing.T) {
 
 // TestStateSize holds the memory a pod's state costs: the store keeps one
 // State per pod in memory (with a pointer, 152 bytes: Go's 160-byte size
-// class). Issue 27's fields fit the padding of the groups but one int64;
+// class). Issue 27's fields fit the padding of the groups but one int64,
+// and issue 28's (ImagePull, Pulls, Startup) the rest of the padding;
 // a field that pushes it past 144 bytes moves every pod into the 176-byte
 // class.
 func TestStateSize(t *testing.T) {

@@ -20,11 +20,18 @@ const (
 	// Stabilization is the latency from the first Ready to the first
 	// Stable (the Stable Pods proposal, written by podslo's agent).
 	Stabilization SLI = 4
+	// ImagePull is the time a pod's images took to pull, from the
+	// kubelet's Pulled events (pulls.go).
+	ImagePull SLI = 5
+	// PodStartup is sig-scalability's pod start-up SLI: creation to all
+	// containers started and seen, minus image pulls and init containers
+	// (startup.go).
+	PodStartup SLI = 6
 
 	// numSLIs is one past the last SLI: the values above are persisted
 	// (store/codec.go), so a new SLI takes the next value and none is
 	// ever renumbered.
-	numSLIs = Stabilization + 1
+	numSLIs = PodStartup + 1
 )
 
 func (s SLI) String() string {
@@ -39,6 +46,10 @@ func (s SLI) String() string {
 		return "startup_phase"
 	case Stabilization:
 		return "stabilization"
+	case ImagePull:
+		return "image_pull"
+	case PodStartup:
+		return "pod_startup"
 	}
 	return fmt.Sprintf("sli(%d)", uint8(s))
 }
@@ -75,10 +86,14 @@ const (
 	// shows a start before the current sandbox's readiness, so that
 	// readiness is a re-creation and the pod's start-up cannot be measured.
 	RecreatedBeforeSeen Reason = 7
+	// ImagePullFailed: a pull of one of the pod's images failed during its
+	// start-up (ErrImagePull), so the start-up holds the back-off of the
+	// pod author's image reference, not the platform's start-up.
+	ImagePullFailed Reason = 8
 
 	// numReasons is one past the last Reason; as for SLI, the values are
 	// persisted and only ever appended.
-	numReasons = RecreatedBeforeSeen + 1
+	numReasons = ImagePullFailed + 1
 )
 
 func (r Reason) String() string {
@@ -99,6 +114,8 @@ func (r Reason) String() string {
 		return "no_container_started"
 	case RecreatedBeforeSeen:
 		return "recreated_before_seen"
+	case ImagePullFailed:
+		return "image_pull_failed"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -203,6 +220,33 @@ func (m PhaseSet) Has(p Phase) bool { return m&(1<<p) != 0 }
 // With returns the set with p added.
 func (m PhaseSet) With(p Phase) PhaseSet { return m | 1<<p }
 
+// PullFlags are the facts of a pod's image pulls and start-up SLI. The
+// bits are persisted (store/codec.go): a new one takes the next bit.
+type PullFlags uint8
+
+const (
+	// PullsDone: every container's image was pulled or found present, and
+	// State.ImagePull holds their sum; the pulls were observed or skipped.
+	PullsDone PullFlags = 1 << 0
+	// PullsCached: every image was already present (a cache hit).
+	PullsCached PullFlags = 1 << 1
+	// PullFailedCounted: a failed pull of the pod's was counted.
+	PullFailedCounted PullFlags = 1 << 2
+	// StartupEndSeen: the update that first showed every container
+	// running was seen; StartupEndPrecise: timed by the watch.
+	StartupEndSeen    PullFlags = 1 << 3
+	StartupEndPrecise PullFlags = 1 << 4
+	// StartupStateful: the pod has a PVC-backed volume.
+	StartupStateful PullFlags = 1 << 5
+	// StartupMeasured: State.Startup holds the start-up SLI.
+	StartupMeasured PullFlags = 1 << 6
+	// StartupDone: the start-up SLI was observed or skipped.
+	StartupDone PullFlags = 1 << 7
+)
+
+// Has reports whether every bit of b is set.
+func (f PullFlags) Has(b PullFlags) bool { return f&b == b }
+
 // State is everything podslo must remember about one pod UID to observe each
 // SLI exactly once, across exporter restarts. Times are Unix seconds, the
 // precision of condition timestamps; zero means "not seen". The store keeps
@@ -249,6 +293,12 @@ type State struct {
 	// DeletionPrecise is the watch receive time of the update that first
 	// showed DeletionRequested, where it is precise.
 	DeletionPrecise Precise
+	// ImagePull is the sum of the pod's image pulls in milliseconds (each
+	// Pulled event's duration including the wait in the kubelet's pull
+	// queue, 0 for an image already present), valid once Pulls has
+	// PullsDone (pulls.go). Here, in the padding after DeletionPrecise, it
+	// costs no memory (TestStateSize).
+	ImagePull uint32
 
 	// FirstReady is the lastTransitionTime of the first Ready=True seen.
 	FirstReady int64
@@ -256,9 +306,20 @@ type State struct {
 	// valid when HasReadiness.
 	Readiness    int64
 	HasReadiness bool
+	// Pulls says what is known of the image pulls and the start-up SLI
+	// (PullFlags), and so what Startup holds.
+	Pulls PullFlags
 	// ContainerStartPrecise is the watch receive time of the update that
 	// first showed ContainerStart, where it is precise.
 	ContainerStartPrecise Precise
+	// Startup is, in milliseconds, the start-up SLI once Pulls has
+	// StartupMeasured; before that, while Pulls has StartupEndSeen, the SLI
+	// before the pulls are taken off (creation to every container running,
+	// minus the init phase); before that, once Pulls has PullsDone, the
+	// part of the pulls the init containers' images took, which the init
+	// phase holds already (startup.go). The three are never needed at once,
+	// and one int32 in the padding costs no memory.
+	Startup int32
 
 	// FirstStable is the lastTransitionTime of the first Stable=True seen;
 	// Stabilization, valid when HasStabilization, its latency from the

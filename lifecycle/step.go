@@ -102,6 +102,14 @@ const (
 	Stabilized
 	// StabilityLost is a Stable=True pod turning Stable=False.
 	StabilityLost
+	// ImagesPulled is every image of a pod pulled or found present;
+	// Seconds is the sum of the pulls, Cached whether all were present.
+	ImagesPulled
+	// ImagePullFailedOnce is a pod's first failed image pull.
+	ImagePullFailedOnce
+	// StartedUp is sig-scalability's pod start-up SLI; Seconds is its
+	// value, Stateful whether the pod has a PVC-backed volume.
+	StartedUp
 
 	// numKinds is one past the last Kind.
 	numKinds
@@ -116,6 +124,10 @@ type Observation struct {
 	Precise   bool
 	Phase     Phase
 	OverGrace bool
+	// Cached: every image of the pod was already present (ImagesPulled).
+	Cached bool
+	// Stateful: the pod has a PVC-backed volume (StartedUp).
+	Stateful bool
 }
 
 // SLI is the SLI whose histogram the kind of observation feeds; false for
@@ -132,6 +144,10 @@ func (k Kind) SLI() (SLI, bool) {
 		return StartupPhase, true
 	case Stabilized:
 		return Stabilization, true
+	case ImagesPulled:
+		return ImagePull, true
+	case StartedUp:
+		return PodStartup, true
 	}
 	return 0, false
 }
@@ -167,6 +183,7 @@ func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
 	c.initialized()
 	c.readiness()
 	c.stability()
+	c.startup()
 	c.termination()
 	return next, out
 }

@@ -80,7 +80,7 @@ func (o *Options) Validate() error {
 // file), turning an outcome into a store change (change.go), the sweep of
 // orphaned state (sweep.go) and the handover between scopes (handover.go),
 // the creation-timeout check (timeouts.go), FailedMount marks
-// (usererrors.go), and the retries of failed writes (retry.go).
+// (usererrors.go), image pull events waiting for their pod (pulls.go), and the retries of failed writes (retry.go).
 type Pipeline struct {
 	store    Store
 	opts     Options
@@ -116,6 +116,9 @@ type Pipeline struct {
 	// delivered again, and without the mark the pod's timeout would count
 	// as the platform's.
 	pendingUserErrors map[types.UID]time.Time
+	// pulls holds, by UID, the image events of pods whose pulls are not
+	// recorded yet (pulls.go); guarded by mu.
+	pulls map[types.UID]*pendingPulls
 	// handover is set when the state was written under another scope, or
 	// under an unknown one; guarded by mu.
 	handover *handover
@@ -150,7 +153,8 @@ func New(st Store, opts Options) (*Pipeline, error) {
 	}
 	p := &Pipeline{store: st, opts: opts, log: opts.Logger, syncedCh: make(chan struct{}),
 		routing: newRouting(opts.HistogramLabels, opts.PodLabels),
-		failed:  map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{}}
+		failed:  map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{},
+		pulls: map[types.UID]*pendingPulls{}}
 	p.handover, p.persistScope = newHandover(st, &opts.Scope, opts.Now(), p.log)
 	return p, nil
 }
@@ -263,6 +267,7 @@ func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
 		return err
 	}
 	p.userErrorWritten(uid)
+	delete(p.pulls, uid)
 	return nil
 }
 
@@ -296,6 +301,7 @@ func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
 	} else {
 		next, out = lifecycle.Step(now, pod, prev, &p.opts.Lifecycle)
 	}
+	next, out = p.pullsOf(pod, next, out)
 	meta := p.routing.meta(pod)
 	if err := p.write(p.routing.change(now, pod.UID, next, out, meta, pod), out, meta, pod); err != nil {
 		return err
@@ -303,6 +309,7 @@ func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
 	if userError {
 		p.userErrorWritten(pod.UID)
 	}
+	p.pullsWritten(pod.UID, next)
 	return nil
 }
 

@@ -24,6 +24,12 @@ func (p *Pipeline) RetryFailed() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ok, failed, last := p.retryUserErrors()
+	if w, f, err := p.retryPulls(); f > 0 || w > 0 {
+		ok, failed = ok+w, failed+f
+		if err != nil {
+			last = err
+		}
+	}
 	for uid, r := range p.failed {
 		var err error
 		if r.deleted {

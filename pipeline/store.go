@@ -12,6 +12,9 @@ import (
 type Store interface {
 	// Get is the remembered state of a pod, and whether there is one.
 	Get(uid types.UID) (lifecycle.State, bool)
+	// Meta is a live pod's name, classes and labels; nil when the pod was
+	// not seen live since the store opened.
+	Meta(uid types.UID) *store.PodMeta
 	// Apply writes one pod's change in one transaction; when it fails,
 	// nothing changed.
 	Apply(c store.Change) error

@@ -34,6 +34,7 @@ func (p *Pipeline) sweep(now bool) int {
 	}
 	p.recordScope()
 	p.expireUserErrors()
+	p.expirePulls()
 	return forgotten
 }
 

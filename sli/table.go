@@ -2,6 +2,7 @@ package sli
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/podslo/podslo/lifecycle"
@@ -188,6 +189,57 @@ var Table = []SLI{
 			},
 		},
 	},
+	{
+		Aggregates: []*AggregateSpec{
+			{
+				Kind: lifecycle.ImagesPulled, Store: "image_pull",
+				Name: "podslo_pod_image_pull_duration_seconds", Type: Histogram, Stability: Alpha,
+				Help:  "Sum of the image pulls of each pod's containers and init containers, from the kubelet's Pulled events (each pull including its wait in the pull queue, 0 for an image already present), observed once per pod UID; cache=\"hit\" when every image was already present.",
+				Label: "cache", LabelValue: func(o lifecycle.Observation) string { return cacheLabel(o.Cached) },
+			},
+			{
+				Kind: lifecycle.ImagePullFailedOnce, Store: "image_pulls_failed",
+				Name: "podslo_pod_image_pulls_failed_total", Type: Counter, Stability: Alpha,
+				Help: "Pods with a failed image pull (a Failed event for ErrImagePull, or a Back-off pulling image) during start-up, counted once per pod.",
+			},
+		},
+		PerPod: []*PodSeries{
+			{
+				Name: "podslo_pod_image_pull_seconds", Type: Gauge, Stability: Alpha,
+				Help: "Per pod: the sum of its image pulls, once every container's image is in.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.ImagePull) / 1000, st.Pulls.Has(lifecycle.PullsDone)
+				},
+			},
+		},
+	},
+	{
+		Aggregates: []*AggregateSpec{
+			{
+				Kind: lifecycle.StartedUp, Store: "pod_startup_sli",
+				Name: "podslo_pod_startup_sli_duration_seconds", Type: Histogram, Stability: Alpha,
+				Help:  "sig-scalability's pod start-up SLI: from creation to every container running and seen by the watch, minus image pulls and the init phase. Observed once per pod UID; stateful=\"true\" for pods with a PVC-backed volume.",
+				Label: "stateful", LabelValue: func(o lifecycle.Observation) string { return strconv.FormatBool(o.Stateful) },
+			},
+		},
+		PerPod: []*PodSeries{
+			{
+				Name: "podslo_pod_startup_sli_seconds", Type: Gauge, Stability: Alpha,
+				Help: "Per pod: the pod start-up SLI.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.Startup) / 1000, st.Pulls.Has(lifecycle.StartupMeasured)
+				},
+			},
+		},
+	},
+}
+
+// cacheLabel is the cache label of the image pull histogram.
+func cacheLabel(hit bool) string {
+	if hit {
+		return "hit"
+	}
+	return "miss"
 }
 
 // FamilySkipped is the store family of skipped observations, labelled by

@@ -194,6 +194,13 @@ const (
 	podDeletionPrecise       protowire.Number = 18 // varint
 	podContainerStart        protowire.Number = 19 // delta
 	podContainerStartPrecise protowire.Number = 20 // varint
+	// The image pulls and the start-up SLI of issue 28 (lifecycle/pulls.go,
+	// lifecycle/startup.go): the pulls' sum and State.Startup in
+	// milliseconds, and their lifecycle.PullFlags, a field of their own so
+	// that podFlags' bits stay free for others.
+	podImagePull protowire.Number = 21 // varint
+	podStartup   protowire.Number = 22 // zigzag
+	podPullFlags protowire.Number = 23 // varint: lifecycle.PullFlags
 )
 
 // podFieldNames names every pod field number ever used, for the golden test
@@ -207,6 +214,7 @@ var podFieldNames = map[protowire.Number]string{
 	podStabilityLosses: "stability_losses", podSkipped: "skipped",
 	podScheduledPrecise: "scheduled_precise", podDeletionPrecise: "deletion_precise",
 	podContainerStart: "container_start", podContainerStartPrecise: "container_start_precise",
+	podImagePull: "image_pull", podStartup: "startup", podPullFlags: "pull_flags",
 }
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -261,6 +269,9 @@ func encodeState(s lifecycle.State) []byte {
 	b = appendUint(b, podDeletionPrecise, uint64(s.DeletionPrecise))
 	b = appendTime(b, podContainerStart, s.ContainerStart, s.Scheduled)
 	b = appendUint(b, podContainerStartPrecise, uint64(s.ContainerStartPrecise))
+	b = appendUint(b, podImagePull, uint64(s.ImagePull))
+	b = appendInt(b, podStartup, int64(s.Startup))
+	b = appendUint(b, podPullFlags, uint64(s.Pulls))
 	return sealRecord(b)
 }
 
@@ -334,6 +345,20 @@ func decodeState(b []byte) (lifecycle.State, error) {
 			}
 		case podContainerStart:
 			containerStart.v, containerStart.set = protowire.DecodeZigZag(v), true
+		case podImagePull:
+			if v > math.MaxUint32 {
+				return fmt.Errorf("image_pull: %d ms out of range: %w", v, errDecode)
+			}
+			s.ImagePull = uint32(v)
+		case podStartup:
+			ms := protowire.DecodeZigZag(v)
+			if ms > math.MaxInt32 || ms < math.MinInt32 {
+				return fmt.Errorf("startup: %d ms out of range: %w", ms, errDecode)
+			}
+			s.Startup = int32(ms)
+		case podPullFlags:
+			// Bits a newer release added are left out, as for podFlags.
+			s.Pulls = lifecycle.PullFlags(v & math.MaxUint8)
 		case podSkipped:
 			for len(bytes) > 0 {
 				x, n := protowire.ConsumeVarint(bytes)
@@ -368,7 +393,7 @@ func podWireTypes(num protowire.Number) (protowire.Type, bool) {
 	switch {
 	case num == podSkipped:
 		return protowire.BytesType, true
-	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podContainerStartPrecise:
+	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podPullFlags:
 		return protowire.VarintType, true
 	}
 	return 0, false

@@ -72,6 +72,10 @@ func TestEveryStateFieldIsPersisted(t *testing.T) {
 				v.SetInt(1700000123)
 			case reflect.Uint32, reflect.Uint8:
 				v.SetUint(3)
+			case reflect.Int32:
+				// State.Startup: milliseconds, negative while it holds a
+				// start-up's end before a clock-skewed creation.
+				v.SetInt(-1234)
 			case reflect.Int16:
 				// A lifecycle.Precise: 123 ms into its second.
 				v.SetInt(1123)
@@ -219,6 +223,8 @@ var goldenStates = map[string]func() lifecycle.State{
 // goldenStatesFormat2 are states whose fields came after release 0.1.0:
 // only format2 holds them. pod-precise: the watch receive times of issue
 // 27 (lifecycle.Precise), a readiness SLI begun in milliseconds.
+// pod-pulls: the image pulls and start-up SLI of issue 28, with a skip of
+// each of their SLIs and of the reason they added.
 var goldenStatesFormat2 = map[string]func() lifecycle.State{
 	"pod-precise": func() lifecycle.State {
 		return lifecycle.State{
@@ -226,6 +232,16 @@ var goldenStatesFormat2 = map[string]func() lifecycle.State{
 			SandboxCreation: 1, HasSandboxCreation: true, Phases: lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
 			ContainerStart: 1700000002, ContainerStartPrecise: 1999,
 			DeletionRequested: 1700000002, DeletionPrecise: 800,
+		}
+	},
+	"pod-pulls": func() lifecycle.State {
+		return lifecycle.State{
+			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
+			ImagePull: 2345, Startup: 3422,
+			Pulls: lifecycle.PullsDone | lifecycle.PullFailedCounted | lifecycle.StartupEndSeen | lifecycle.StartupEndPrecise |
+				lifecycle.StartupStateful | lifecycle.StartupMeasured | lifecycle.StartupDone,
+			Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.ImagePull, Reason: lifecycle.TooOld}).
+				With(lifecycle.Skip{SLI: lifecycle.PodStartup, Reason: lifecycle.ImagePullFailed}),
 		}
 	},
 }

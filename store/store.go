@@ -137,6 +137,9 @@ type PodMeta struct {
 	// HistogramLabels holds the values of the configured extra histogram
 	// dimensions, in order.
 	HistogramLabels []string
+	// Containers counts the pod's containers and init containers, whose
+	// images a pod's pulls wait for (lifecycle.PullsSeen).
+	Containers int
 }
 
 // Sample is one change to an aggregate series.
@@ -473,6 +476,18 @@ func (s *Store) Get(uid types.UID) (lifecycle.State, bool) {
 		return lifecycle.State{}, false
 	}
 	return p.state, true
+}
+
+// Meta is what the store keeps in memory of a live pod besides its state;
+// nil for a pod not seen live since the store opened. The caller must not
+// modify it.
+func (s *Store) Meta(uid types.UID) *PodMeta {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if p, ok := s.pods[uid]; ok {
+		return p.meta
+	}
+	return nil
 }
 
 // Apply persists c and then makes it visible. On error nothing changes, in

@@ -109,8 +109,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = %[6]q
     conf_dir = %[7]q
+  # A hosts.toml per registry (StartRegistry), read at each pull: the
+  # tests' registry on loopback speaks plain HTTP.
+  [plugins."io.containerd.grpc.v1.cri".registry]
+    config_path = %[9]q
 `, filepath.Join(n.dir, "containerd"), filepath.Join(n.dir, "containerd-state"), n.Socket,
-		filepath.Join(n.dir, "containerd-opt"), Image, cniBin, cniConf, filepath.Join(n.dir, "runc"))
+		filepath.Join(n.dir, "containerd-opt"), Image, cniBin, cniConf, filepath.Join(n.dir, "runc"), n.registryHosts())
 	cfg := filepath.Join(n.dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		return err

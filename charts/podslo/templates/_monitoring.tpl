@@ -57,8 +57,8 @@ value fails the rendering with its path. The templates read it as
 {{- fail "monitoring.slos: must map the name of each SLO of alerts/slos.yaml to its objective" }}
 {{- end }}
 {{- range $name, $_ := $v.slos }}
-{{- if not (has $name (list "sandbox_creation_latency" "sandbox_creation_success" "termination_latency" "readiness_latency" "runc_sandbox_creation_latency")) }}
-{{- fail (printf "monitoring.slos.%s: alerts/slos.yaml has no such SLO; it has sandbox_creation_latency, sandbox_creation_success, termination_latency, readiness_latency, runc_sandbox_creation_latency" $name) }}
+{{- if not (has $name (list "sandbox_creation_latency" "sandbox_creation_success" "termination_latency" "readiness_latency" "runc_sandbox_creation_latency" "pod_startup_latency")) }}
+{{- fail (printf "monitoring.slos.%s: alerts/slos.yaml has no such SLO; it has sandbox_creation_latency, sandbox_creation_success, termination_latency, readiness_latency, runc_sandbox_creation_latency, pod_startup_latency" $name) }}
 {{- end }}
 {{- end }}
 {{- $s := dict }}
@@ -276,5 +276,48 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
 {{- $_ = set $slos "runc_sandbox_creation_latency" $d }}
+{{- /* pod_startup_latency: Pod start-up latency, of podslo_pod_startup_sli_duration_seconds, over 30d */}}
+{{- $s = get $v.slos "pod_startup_latency" }}
+{{- if not (kindIs "map" $s) }}
+{{- fail "monitoring.slos.pod_startup_latency: must hold objective, threshold and minEvents" }}
+{{- end }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "threshold" "minEvents")) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.%s: no such field; it has objective, threshold and minEvents" $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.objective: %s is not a number" (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.threshold: %s is not a bucket bound of podslo_pod_startup_sli_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- $_ = set $d "le" (get $le $s.threshold) }}
+{{- $_ = set $slos "pod_startup_latency" $d }}
 {{- toYaml $m }}
 {{- end }}

@@ -1,0 +1,132 @@
+package lifecycle
+
+import "time"
+
+// The image pulls of a pod come from the kubelet's Events on it, not from
+// the pod: a Pulled event per container says how long its image took
+// ("Successfully pulled image "x" in 1.2s (1.5s including waiting)") or
+// that it was already present. The events are listed again after an
+// exporter restart (they live an hour), so until a pod's pulls are done
+// the pipeline holds them in memory (Pulls) and the state holds nothing of
+// them; once every container's image is in, PullsSeen records the sum in
+// the state, once, and later events of the pod change nothing.
+
+// PullResult is what one event says of a container's image.
+type PullResult uint8
+
+const (
+	// PullFailed: the pull failed (ErrImagePull, or a back-off after one).
+	PullFailed PullResult = iota + 1
+	// PullCached: the image was already present on the node.
+	PullCached
+	// PullDone: the image was pulled; PullEvent.Ms says how long it took.
+	PullDone
+)
+
+// PullEvent is one kubelet event about a container's image.
+type PullEvent struct {
+	// Container names the container as the event's
+	// involvedObject.fieldPath does (spec.containers{app}).
+	Container string
+	// Init: the container is an init container.
+	Init   bool
+	Result PullResult
+	// Ms is the pull's duration including its wait in the kubelet's pull
+	// queue, in milliseconds: the span the kubelet's own start-up SLI
+	// takes off for this image (PullDone only).
+	Ms uint32
+}
+
+// Pulls is what a pod's events showed of its image pulls: the first
+// success of each container (a restarted container pulls again, which is
+// no longer start-up) and whether any pull failed.
+type Pulls struct {
+	byContainer map[string]PullEvent
+	failed      bool
+}
+
+// Add records e and reports whether it told something new.
+func (p *Pulls) Add(e PullEvent) bool {
+	if e.Result == PullFailed {
+		changed := !p.failed
+		p.failed = true
+		return changed
+	}
+	if _, ok := p.byContainer[e.Container]; ok {
+		return false
+	}
+	if p.byContainer == nil {
+		p.byContainer = map[string]PullEvent{}
+	}
+	p.byContainer[e.Container] = e
+	return true
+}
+
+// complete reports whether every one of the pod's containers (init
+// containers included) has its image; containers is 0 when unknown.
+func (p *Pulls) complete(containers int) bool {
+	return p != nil && containers > 0 && len(p.byContainer) >= containers
+}
+
+// maxMs keeps a sum of milliseconds within the state's int32 (24 days).
+const maxMs = 1<<31 - 1
+
+// PullsSeen folds a pod's pulls into its state: a first failed pull counts
+// once (ImagePullFailedOnce), and once every one of its containers (and
+// init containers, together containers; 0 when the pod's spec is not
+// known) has its image, their sum is observed once (ImagesPulled) and the
+// start-up SLI may end (startup.go). pulls may be nil.
+func PullsSeen(now time.Time, prev State, pulls *Pulls, containers int, cfg *Config) (State, Outcome) {
+	next := prev
+	var out Outcome
+	c := stepper{now: now.Unix(), cfg: cfg, next: &next, out: &out}
+	c.pulls(pulls, containers)
+	return next, out
+}
+
+func (c *stepper) pulls(pulls *Pulls, containers int) {
+	n := c.next
+	if pulls == nil || n.Pulls.Has(PullsDone) {
+		return
+	}
+	if pulls.failed && !n.Pulls.Has(PullFailedCounted) {
+		n.Pulls |= PullFailedCounted
+		if !n.SeenLate && !n.SeenRecreated {
+			c.out.observe(Observation{Kind: ImagePullFailedOnce})
+		}
+		if n.Pulls.Has(StartupEndSeen) {
+			c.finishStartup(0)
+		}
+	}
+	if !pulls.complete(containers) {
+		return
+	}
+	var sum, init int64
+	cached := true
+	for _, e := range pulls.byContainer {
+		sum += int64(e.Ms)
+		if e.Init {
+			init += int64(e.Ms)
+		}
+		cached = cached && e.Result == PullCached
+	}
+	n.Pulls |= PullsDone
+	if cached {
+		n.Pulls |= PullsCached
+	}
+	n.ImagePull = uint32(min(sum, maxMs))
+	if r, skip := c.startupUnseen(c.now); skip {
+		c.skipOnce(Skip{ImagePull, r})
+	} else {
+		// Exact: the kubelet writes each duration to the millisecond.
+		c.out.observe(Observation{Kind: ImagesPulled, Seconds: float64(n.ImagePull) / 1000, Precise: true, Cached: cached})
+	}
+	switch {
+	case n.Pulls.Has(StartupDone):
+	case n.Pulls.Has(StartupEndSeen):
+		c.finishStartup(min(init, maxMs))
+	default:
+		// Kept for the start-up's end, which comes with a later update.
+		n.Startup = int32(min(init, maxMs))
+	}
+}

@@ -1,0 +1,237 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// running is a pod created at created whose containers (and init
+// containers) are all running, the newest started at started.
+func running(t *testing.T, created, started string, containers, initContainers uint16, conds ...Condition) *Pod {
+	p := podWith(conds...)
+	p.CreationTimestamp = metav1.NewTime(ts(t, created))
+	p.ContainersStarted = ts(t, started).Unix()
+	p.Containers, p.InitContainers, p.ContainersRunning = containers, initContainers, containers
+	p.HasInitContainers = initContainers > 0
+	return p
+}
+
+func pulled(container string, ms uint32) PullEvent {
+	return PullEvent{Container: "spec.containers{" + container + "}", Result: PullDone, Ms: ms}
+}
+
+func observed(out Outcome, k Kind) []Observation {
+	var got []Observation
+	for _, o := range out.Observations {
+		if o.Kind == k {
+			got = append(got, o)
+		}
+	}
+	return got
+}
+
+// TestPullsAndStartup walks a pod's pull events and pod updates in each
+// order they can reach podslo (two watches), and checks each SLI is
+// observed once, with the pulls taken off the start-up.
+func TestPullsAndStartup(t *testing.T) {
+	cfg := &Config{}
+	const created, started = "2026-01-01T00:00:00Z", "2026-01-01T00:00:09Z"
+	sched := cond(t, corev1.PodScheduled, corev1.ConditionTrue, created)
+	for _, tc := range []struct {
+		name        string
+		events      []PullEvent
+		eventsFirst bool
+		// received is the pod update's receive time, "" for a list.
+		received    string
+		wantPull    []float64
+		wantCached  bool
+		wantStartup []float64
+		wantPrecise bool
+		wantFailed  int
+		wantSkips   []Skip
+	}{
+		{
+			name:   "two pulls, then the pod update seen by the watch",
+			events: []PullEvent{pulled("a", 1500), pulled("b", 2250)}, eventsFirst: true,
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{3.75}, wantStartup: []float64{9.4 - 3.75}, wantPrecise: true,
+		},
+		{
+			name:   "the pod update first, the pulls later",
+			events: []PullEvent{pulled("a", 1500), pulled("b", 2250)}, eventsFirst: false,
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{3.75}, wantStartup: []float64{9.4 - 3.75}, wantPrecise: true,
+		},
+		{
+			name:   "a list shows the pod: seconds, from the newest start",
+			events: []PullEvent{pulled("a", 1500), {Container: "spec.containers{b}", Result: PullCached}}, eventsFirst: true,
+			wantPull: []float64{1.5}, wantStartup: []float64{9 - 1.5},
+		},
+		{
+			name:     "every image present: a cache hit, nothing taken off",
+			events:   []PullEvent{{Container: "spec.containers{a}", Result: PullCached}, {Container: "spec.containers{b}", Result: PullCached}},
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{0}, wantCached: true, wantStartup: []float64{9.4}, wantPrecise: true,
+		},
+		{
+			name:   "a second Pulled of a container (a restart) changes nothing",
+			events: []PullEvent{pulled("a", 1500), pulled("a", 9000), pulled("b", 500)}, eventsFirst: true,
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{2}, wantStartup: []float64{7.4}, wantPrecise: true,
+		},
+		{
+			name:   "a failed pull: counted once, the start-up left out",
+			events: []PullEvent{{Container: "spec.containers{a}", Result: PullFailed}, {Container: "spec.containers{a}", Result: PullFailed}, pulled("a", 1500), pulled("b", 1)}, eventsFirst: true,
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{1.501}, wantFailed: 1, wantSkips: []Skip{{PodStartup, ImagePullFailed}},
+		},
+		{
+			name:   "one container's image still missing: nothing yet",
+			events: []PullEvent{pulled("a", 1500)}, eventsFirst: true,
+			received: "2026-01-01T00:00:09.400Z",
+		},
+		{
+			name:     "pulls longer than the start-up (a clock or a message wrong)",
+			events:   []PullEvent{pulled("a", 9000), pulled("b", 1000)},
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{10}, wantSkips: []Skip{{PodStartup, NegativeDuration}},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := running(t, created, started, 2, 0, sched)
+			if tc.received != "" {
+				pod = received(t, pod, tc.received)
+			}
+			now := ts(t, started).Add(time.Second)
+			var st State
+			var pulls Pulls
+			var outs []Outcome
+			events := func() {
+				for _, e := range tc.events {
+					pulls.Add(e)
+					var out Outcome
+					st, out = PullsSeen(now, st, &pulls, int(pod.Containers), cfg)
+					outs = append(outs, out)
+				}
+			}
+			if tc.eventsFirst {
+				events()
+			}
+			var out Outcome
+			st, out = Step(now, pod, st, cfg)
+			outs = append(outs, out)
+			st, out = PullsSeen(now, st, &pulls, int(pod.Containers), cfg)
+			outs = append(outs, out)
+			if !tc.eventsFirst {
+				events()
+			}
+			// The same update again, and the events again (a relist after
+			// a restart): nothing new.
+			st2, again := Step(now, pod, st, cfg)
+			assert.Equal(t, st, st2)
+			assert.True(t, again.Empty())
+			st2, again = PullsSeen(now, st, &pulls, int(pod.Containers), cfg)
+			assert.Equal(t, st, st2)
+			assert.True(t, again.Empty())
+
+			var pull, startup []float64
+			var failed int
+			var skips []Skip
+			for _, o := range outs {
+				for _, p := range observed(o, ImagesPulled) {
+					pull = append(pull, p.Seconds)
+					assert.True(t, p.Precise, "pull durations are exact")
+					assert.Equal(t, tc.wantCached, p.Cached)
+				}
+				for _, s := range observed(o, StartedUp) {
+					startup = append(startup, s.Seconds)
+					assert.Equal(t, tc.wantPrecise, s.Precise)
+					assert.False(t, s.Stateful)
+				}
+				failed += len(observed(o, ImagePullFailedOnce))
+				for _, s := range o.Skips {
+					if s.SLI == ImagePull || s.SLI == PodStartup {
+						skips = append(skips, s)
+					}
+				}
+			}
+			require.Len(t, pull, len(tc.wantPull))
+			assert.InDeltaSlice(t, tc.wantPull, pull, 1e-9, "pull")
+			require.Len(t, startup, len(tc.wantStartup))
+			assert.InDeltaSlice(t, tc.wantStartup, startup, 1e-9, "start-up")
+			assert.Equal(t, tc.wantFailed, failed)
+			assert.Equal(t, tc.wantSkips, skips)
+		})
+	}
+}
+
+func TestStartupTakesOffTheInitPhase(t *testing.T) {
+	cfg := &Config{}
+	created := "2026-01-01T00:00:00Z"
+	pod := running(t, created, "2026-01-01T00:00:20Z", 1, 1,
+		cond(t, corev1.PodScheduled, corev1.ConditionTrue, created),
+		cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T00:00:02Z"),
+		cond(t, corev1.PodInitialized, corev1.ConditionTrue, "2026-01-01T00:00:12Z"))
+	pod.Volumes = []Volume{{Claim: "data"}}
+	pod = received(t, pod, "2026-01-01T00:00:20.300Z")
+	var pulls Pulls
+	pulls.Add(PullEvent{Container: "spec.initContainers{setup}", Init: true, Result: PullDone, Ms: 4000})
+	pulls.Add(pulled("app", 3000))
+	now := ts(t, "2026-01-01T00:00:21Z")
+	for _, pullsFirst := range []bool{false, true} {
+		var st State
+		var out, more Outcome
+		if pullsFirst {
+			// The init containers' pulls wait in the state for the end.
+			st, out = PullsSeen(now, st, &pulls, 2, cfg)
+			st, more = Step(now, pod, st, cfg)
+		} else {
+			st, out = Step(now, pod, st, cfg)
+			st, more = PullsSeen(now, st, &pulls, 2, cfg)
+		}
+		out.Observations = append(out.Observations, more.Observations...)
+		pull := observed(out, ImagesPulled)
+		require.Len(t, pull, 1)
+		assert.InDelta(t, 7.0, pull[0].Seconds, 1e-9, "the init container's pull counts in the pod's pulls")
+		s := observed(out, StartedUp)
+		require.Len(t, s, 1, "pulls first: %v", pullsFirst)
+		// 20.3 s to every container running, minus 10 s of init phase
+		// (whose 4 s pull it holds), minus the app's 3 s pull.
+		assert.InDelta(t, 7.3, s[0].Seconds, 1e-9, "pulls first: %v", pullsFirst)
+		assert.False(t, s[0].Precise, "the init phase is known to the second")
+		assert.True(t, s[0].Stateful, "a pod with a PVC is stateful")
+		assert.EqualValues(t, 7300, st.Startup)
+		assert.EqualValues(t, 7000, st.ImagePull)
+	}
+}
+
+func TestStartupOfAPodSeenLateIsSkipped(t *testing.T) {
+	cfg := &Config{}
+	pod := running(t, "2026-01-01T00:00:00Z", "2026-01-01T00:00:09Z", 1, 0,
+		cond(t, corev1.PodScheduled, corev1.ConditionTrue, "2026-01-01T00:00:00Z"))
+	var pulls Pulls
+	pulls.Add(pulled("a", 100))
+	now := ts(t, "2026-01-01T03:00:00Z")
+	st, out := Step(now, pod, State{}, cfg)
+	assert.Equal(t, []Skip{{PodStartup, TooOld}}, filterSkips(out.Skips, PodStartup))
+	st, out = PullsSeen(now, st, &pulls, 1, cfg)
+	assert.Empty(t, observed(out, ImagesPulled))
+	assert.Equal(t, []Skip{{ImagePull, TooOld}}, filterSkips(out.Skips, ImagePull))
+	assert.True(t, st.Pulls.Has(PullsDone))
+	assert.EqualValues(t, 100, st.ImagePull, "the per-pod series still shows it")
+}
+
+func filterSkips(skips []Skip, s SLI) []Skip {
+	var out []Skip
+	for _, k := range skips {
+		if k.SLI == s {
+			out = append(out, k)
+		}
+	}
+	return out
+}
