@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -340,7 +341,10 @@ func (tr *truth) get(uid types.UID) podTruth {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	if p := tr.pods[uid]; p != nil {
-		return *p
+		c := *p
+		// The watch goes on writing the pod's map: the copy gets its own.
+		c.seen = maps.Clone(p.seen)
+		return c
 	}
 	return podTruth{}
 }
