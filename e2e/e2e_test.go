@@ -520,9 +520,13 @@ func TestEndToEnd(t *testing.T) {
 			assert.True(c, p.hasData(c, `rate(podslo_observations_skipped_total[1m])`, started))
 		}, time.Minute, time.Second)
 
-		// kwok's stages write no Pulled events: the kubelet's, for a few
-		// pods, give the image pull and start-up panels data.
-		writePulledEvents(t, c, "e2e", 3)
+		// The image pull and start-up panels have data from the Pulled
+		// event kwok's stages write as the containers start
+		// (deploy/kwok/pod-stages.yaml).
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NotEmpty(c, p.query(c, `podslo_pod_image_pull_duration_seconds_count{cache="miss"} > 0`))
+			assert.NotEmpty(c, p.query(c, `podslo_pod_startup_sli_duration_seconds_count > 0`))
+		}, time.Minute, time.Second, "no pulls or start-ups from kwok's Pulled events")
 
 		// A panel has data when its query returns points over the
 		// dashboard's time range, here the whole test. A range query is

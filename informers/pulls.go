@@ -58,13 +58,15 @@ func eventSelectors(namespaceSelector string) []string {
 var pulledMessage = regexp.MustCompile(`^Successfully pulled image "[^"]*" in (\S+?)(?: \((\S+) including waiting\))?(?:\. Image size: \d+ bytes\.?)?$`)
 
 // pullEvent reads a kubelet image event: which container it is about, and
-// what happened to its image. false for an event about no container (or
-// an ephemeral one, which is no start-up), or one that says nothing of a
-// pull: a Failed container start, a BackOff of a crashing container, a
+// what happened to its image. false for an event about an ephemeral
+// container (no start-up), or one that says nothing of a pull: a Failed container start, a BackOff of a crashing container, a
 // Pulled message without a duration (kubelets before 1.21).
 func pullEvent(ev *corev1.Event) (lifecycle.PullEvent, bool) {
 	e := lifecycle.PullEvent{Container: ev.InvolvedObject.FieldPath}
 	switch {
+	case e.Container == "":
+		// About the pod, not a container: kwok's stages write no
+		// fieldPath. lifecycle counts it for a one-container pod only.
 	case strings.HasPrefix(e.Container, "spec.containers{"):
 	case strings.HasPrefix(e.Container, "spec.initContainers{"):
 		e.Init = true

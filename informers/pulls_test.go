@@ -44,7 +44,8 @@ func TestPullEvents(t *testing.T) {
 		{"Pulled", app, `Successfully pulled image "nginx"`, lifecycle.PullEvent{}, false},
 		{"Pulled", app, `Successfully pulled image "nginx" in soon`, lifecycle.PullEvent{}, false},
 		{"Pulled", "spec.ephemeralContainers{debug}", `Successfully pulled image "busybox" in 1s (1s including waiting)`, lifecycle.PullEvent{}, false},
-		{"Pulled", "", `Successfully pulled image "busybox" in 1s (1s including waiting)`, lifecycle.PullEvent{}, false},
+		// About the pod, as kwok's stages write it: no container named.
+		{"Pulled", "", `Successfully pulled image "busybox" in 1s (1s including waiting)`, lifecycle.PullEvent{Result: lifecycle.PullDone, Ms: 1000}, true},
 	} {
 		t.Run(tc.reason+" "+tc.message, func(t *testing.T) {
 			got, ok := pullEvent(&corev1.Event{Reason: tc.reason, Message: tc.message, InvolvedObject: corev1.ObjectReference{FieldPath: tc.fieldPath}})

@@ -26,7 +26,9 @@ const (
 // PullEvent is one kubelet event about a container's image.
 type PullEvent struct {
 	// Container names the container as the event's
-	// involvedObject.fieldPath does (spec.containers{app}).
+	// involvedObject.fieldPath does (spec.containers{app}); empty for an
+	// event about the pod (kwok's stages), which counts for a
+	// one-container pod only (Pulls.counted).
 	Container string
 	// Init: the container is an init container.
 	Init   bool
@@ -65,7 +67,25 @@ func (p *Pulls) Add(e PullEvent) bool {
 // complete reports whether every one of the pod's containers (init
 // containers included) has its image; containers is 0 when unknown.
 func (p *Pulls) complete(containers int) bool {
-	return p != nil && containers > 0 && len(p.byContainer) >= containers
+	return p != nil && containers > 0 && len(p.counted(containers)) >= containers
+}
+
+// counted are the events that count for a pod of containers containers. An
+// event about no container (no involvedObject.fieldPath, Container "") is
+// what kwok's stages write, which cannot name one: it stands for the only
+// container of a one-container pod, and is ignored beside an event about a
+// container, or for a pod of more.
+func (p *Pulls) counted(containers int) map[string]PullEvent {
+	if _, pod := p.byContainer[""]; !pod || (containers == 1 && len(p.byContainer) == 1) {
+		return p.byContainer
+	}
+	out := make(map[string]PullEvent, len(p.byContainer))
+	for k, e := range p.byContainer {
+		if k != "" {
+			out[k] = e
+		}
+	}
+	return out
 }
 
 // maxMs keeps a sum of milliseconds within the state's int32 (24 days).
@@ -103,7 +123,7 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 	}
 	var sum, init int64
 	cached := true
-	for _, e := range pulls.byContainer {
+	for _, e := range pulls.counted(containers) {
 		sum += int64(e.Ms)
 		if e.Init {
 			init += int64(e.Ms)

@@ -235,3 +235,40 @@ func filterSkips(skips []Skip, s SLI) []Skip {
 	}
 	return out
 }
+
+// TestPodLevelPullEvent: an event about the pod, not a container (kwok's
+// stages cannot name one), stands for a one-container pod's only image,
+// and is ignored beside an event about a container or for a pod of more.
+func TestPodLevelPullEvent(t *testing.T) {
+	pod := PullEvent{Result: PullDone, Ms: 312}
+	app := PullEvent{Container: "spec.containers{app}", Result: PullDone, Ms: 900}
+	side := PullEvent{Container: "spec.containers{side}", Result: PullCached}
+	for _, tc := range []struct {
+		name       string
+		events     []PullEvent
+		containers int
+		complete   bool
+		sum        int64
+	}{
+		{"one container, the pod's event", []PullEvent{pod}, 1, true, 312},
+		{"one container, both events: the container's counts", []PullEvent{pod, app}, 1, true, 900},
+		{"two containers, the pod's event alone", []PullEvent{pod}, 2, false, 0},
+		{"two containers, the pod's and one container's", []PullEvent{pod, app}, 2, false, 0},
+		{"two containers, each its own", []PullEvent{pod, app, side}, 2, true, 900},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var p Pulls
+			for _, e := range tc.events {
+				p.Add(e)
+			}
+			assert.Equal(t, tc.complete, p.complete(tc.containers))
+			if tc.complete {
+				var sum int64
+				for _, e := range p.counted(tc.containers) {
+					sum += int64(e.Ms)
+				}
+				assert.Equal(t, tc.sum, sum)
+			}
+		})
+	}
+}
