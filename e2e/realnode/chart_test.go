@@ -192,10 +192,23 @@ func TestChartOnARealNode(t *testing.T) {
 	}, time.Minute, 100*time.Millisecond, "the pod's sandbox never became ready")
 	require.Equal(t, map[string]uint64{"runc": 1}, count)
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-		gotCount, gotSum := histogramByClass(scrape(ct, url)["podslo_sandbox_creation_duration_seconds"])
+		fams := scrape(ct, url)
+		gotCount, gotSum := histogramByClass(fams["podslo_sandbox_creation_duration_seconds"])
 		assert.Equal(ct, count["runc"], gotCount["runc"])
-		// In milliseconds: the exporter's watch was current.
-		assertSumsInMs(ct, count, s.tr.creationsInMs(), gotSum, "sandbox creation")
+		// The chart's exporter runs with the default --watch-time-tolerance
+		// (250ms): on a loaded machine the sandbox's update may arrive
+		// later than that after its second, and then it is rightly
+		// measured in seconds. Either way it says which, and agrees with
+		// the pod.
+		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
+		switch {
+		case precision["sandbox_creation,millisecond"] == 1:
+			assertSumsInMs(ct, count, s.tr.creationsInMs(), gotSum, "sandbox creation")
+		case precision["sandbox_creation,second"] == 1:
+			assert.Equal(ct, sum["runc"], gotSum["runc"], "sandbox creation in seconds")
+		default:
+			assert.Fail(ct, "no sandbox creation by precision", "%v", precision)
+		}
 	}, 30*time.Second, 100*time.Millisecond, "the chart's exporter's sandbox creation differs from the pod's conditions")
 	t.Logf("sandbox creation of the runc pod %v s (%.3f s by the test's watch), scraped over the pod network at %s; %v after the start",
 		sum["runc"], s.tr.creationsInMs()["runc"], url, time.Since(began).Round(time.Millisecond))

@@ -151,7 +151,7 @@ func TestMillisecondsAcrossASIGKILLOnARealNode(t *testing.T) {
 	began := time.Now()
 	s := startSuite(t)
 	state := t.TempDir()
-	args := []string{"--kubeconfig", s.node.Kubeconfig, "--state-dir", state}
+	args := []string{"--kubeconfig", s.node.Kubeconfig, "--state-dir", state, "--watch-time-tolerance", watchTolerance.String()}
 	first := testenv.StartExporterProcess(t, bin, args...)
 	waitCurrent(t, first.URL)
 
