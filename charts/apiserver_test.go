@@ -1,7 +1,6 @@
 package charts
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -447,24 +446,6 @@ func renamed[T metav1.Object](o T, name string) T {
 	return o
 }
 
-// lockedBuffer collects a process's output from two pipes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // watchOnce opens a watch and closes it: RBAC decides when it opens.
 func watchOnce(w interface{ Stop() }, err error) error {
 	if err != nil {
@@ -488,7 +469,7 @@ type runningExporter struct {
 	addr string
 	// done is closed when the process has exited.
 	done <-chan struct{}
-	logs *lockedBuffer
+	logs *testenv.Output
 }
 
 // startExporter is runExporter, for a test that watches the process too.
@@ -505,19 +486,7 @@ func startExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []stri
 	addr := freeAddress(t)
 	// The chart's flags, then the local ones, which win.
 	cmd := exec.Command(testenv.PodsloBinary(t), append(args, "--listen-address="+addr, "--state-dir="+t.TempDir(), "--kubeconfig="+kubeconfig)...)
-	testenv.DieWithParent(cmd)
-	var logs lockedBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("exporter logs:\n%s", logs.String())
-		}
-	})
+	logs, done := testenv.StartCommand(t, "the exporter", cmd)
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		select {
 		case <-done:
@@ -532,7 +501,7 @@ func startExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []stri
 		resp.Body.Close()
 		assert.Equal(c, http.StatusOK, resp.StatusCode)
 	}, 60*time.Second, 50*time.Millisecond, "the exporter never became ready with the chart's service account")
-	return runningExporter{addr: addr, done: done, logs: &logs}
+	return runningExporter{addr: addr, done: done, logs: logs}
 }
 
 // freeAddress returns a 127.0.0.1 address with a port free a moment ago.

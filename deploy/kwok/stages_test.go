@@ -1,7 +1,6 @@
 package kwok_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -313,19 +312,7 @@ func startKwok(t *testing.T) (kubernetes.Interface, *recorder) {
 	cmd := exec.Command(kwokBinary(t), "--kubeconfig", env.Kubeconfig,
 		"--config", "pod-stages.yaml", "--config", "node-stages.yaml",
 		"--manage-single-node", nodeName)
-	testenv.DieWithParent(cmd)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		if t.Failed() {
-			t.Logf("kwok's log:\n%s", logs.String())
-		}
-	})
+	testenv.StartCommand(t, "kwok", cmd)
 	// kwok plays no pod stage on a node it has not taken up: wait until
 	// node-stages.yaml made it Ready.
 	require.Eventually(t, func() bool {

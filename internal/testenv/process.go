@@ -81,3 +81,42 @@ func (p *Process) Kill(t testing.TB) {
 	require.NoError(t, p.Cmd.Process.Signal(syscall.SIGKILL))
 	<-p.Done
 }
+
+// Output is a process's stdout and stderr, collected from both pipes.
+type Output struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *Output) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *Output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// StartCommand starts cmd with its output collected; t.Cleanup kills it,
+// also when the test fails, and then logs its output, named what, if the
+// test failed. done is closed once cmd has exited.
+func StartCommand(t testing.TB, what string, cmd *exec.Cmd) (out *Output, done <-chan struct{}) {
+	t.Helper()
+	DieWithParent(cmd)
+	out = &Output{}
+	cmd.Stdout, cmd.Stderr = out, out
+	require.NoError(t, cmd.Start(), "start %s", what)
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("%s's output:\n%s", what, out.String())
+		}
+	})
+	return out, exited
+}
