@@ -354,7 +354,7 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u6", Meta: &store.PodMeta{Namespace: "ns", Name: "p6", PodLabels: []string{"p6"}, HistogramLabels: []string{"a"}},
 		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1, StableSeen: true,
-			ImagePull: 1500, Startup: 2500, Pulls: lifecycle.PullsDone | lifecycle.StartupMeasured | lifecycle.StartupDone},
+			ImagePull: 1500, ImagePullKiB: 2, Startup: 2500, Pulls: lifecycle.PullsDone | lifecycle.StartupMeasured | lifecycle.StartupDone},
 		Observe: []store.Sample{
 			{Family: fam("stabilization"), Labels: dims, Value: 30},
 			{Family: fam("termination"), Labels: dims, Value: 3},

@@ -2,6 +2,7 @@ package informers
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,7 +56,7 @@ func eventSelectors(namespaceSelector string) []string {
 // Durations are Go's time.Duration strings, truncated to the millisecond
 // by the kubelet ("812ms", "1m2.345s"), which time.ParseDuration reads
 // exactly.
-var pulledMessage = regexp.MustCompile(`^Successfully pulled image "[^"]*" in (\S+?)(?: \((\S+) including waiting\))?(?:\. Image size: \d+ bytes\.?)?$`)
+var pulledMessage = regexp.MustCompile(`^Successfully pulled image "[^"]*" in (\S+?)(?: \((\S+) including waiting\))?(?:\. Image size: (\d+) bytes\.?)?$`)
 
 // pullEvent reads a kubelet image event: which container it is about, and
 // what happened to its image. false for an event about an ephemeral
@@ -93,6 +94,13 @@ func pullEvent(ev *corev1.Event) (lifecycle.PullEvent, bool) {
 			return e, false
 		}
 		e.Result, e.Ms = lifecycle.PullDone, uint32(min(took.Milliseconds(), 1<<32-1))
+		if m[3] != "" {
+			// Digits only (the expression), so an error is a size beyond
+			// uint64: not a size any image has, and the pull still counts.
+			if b, err := strconv.ParseUint(m[3], 10, 64); err == nil {
+				e.Bytes = b
+			}
+		}
 		return e, true
 	case "Failed":
 		// "Failed to pull image "x": ...", then "Error: ErrImagePull" and,

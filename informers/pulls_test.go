@@ -19,16 +19,16 @@ func TestPullEvents(t *testing.T) {
 		ok                         bool
 	}{
 		{"Pulled", app, `Successfully pulled image "registry.k8s.io/pause:3.10" in 1.234s (1.5s including waiting). Image size: 320368 bytes.`,
-			lifecycle.PullEvent{Container: app, Result: lifecycle.PullDone, Ms: 1500}, true},
+			lifecycle.PullEvent{Container: app, Result: lifecycle.PullDone, Ms: 1500, Bytes: 320368}, true},
 		{"Pulled", app, `Successfully pulled image "nginx" in 812ms (812ms including waiting). Image size: 72 bytes.`,
-			lifecycle.PullEvent{Container: app, Result: lifecycle.PullDone, Ms: 812}, true},
+			lifecycle.PullEvent{Container: app, Result: lifecycle.PullDone, Ms: 812, Bytes: 72}, true},
 		{"Pulled", app, `Successfully pulled image "nginx" in 1m2.345s (1m3.001s including waiting)`,
 			lifecycle.PullEvent{Container: app, Result: lifecycle.PullDone, Ms: 63001}, true},
 		// Before 1.28: the pull alone.
 		{"Pulled", app, `Successfully pulled image "nginx" in 2.5s`,
 			lifecycle.PullEvent{Container: app, Result: lifecycle.PullDone, Ms: 2500}, true},
 		{"Pulled", "spec.initContainers{setup}", `Successfully pulled image "busybox" in 0s (0s including waiting). Image size: 1 bytes.`,
-			lifecycle.PullEvent{Container: "spec.initContainers{setup}", Init: true, Result: lifecycle.PullDone}, true},
+			lifecycle.PullEvent{Container: "spec.initContainers{setup}", Init: true, Result: lifecycle.PullDone, Bytes: 1}, true},
 		{"Pulled", app, `Container image "nginx" already present on machine`,
 			lifecycle.PullEvent{Container: app, Result: lifecycle.PullCached}, true},
 		{"Pulled", app, `Container image "nginx" already present on machine and can be accessed by the pod`,
@@ -44,6 +44,9 @@ func TestPullEvents(t *testing.T) {
 		{"Pulled", app, `Successfully pulled image "nginx"`, lifecycle.PullEvent{}, false},
 		{"Pulled", app, `Successfully pulled image "nginx" in soon`, lifecycle.PullEvent{}, false},
 		{"Pulled", "spec.ephemeralContainers{debug}", `Successfully pulled image "busybox" in 1s (1s including waiting)`, lifecycle.PullEvent{}, false},
+		// A size beyond uint64 is no size; the pull still counts.
+		{"Pulled", app, `Successfully pulled image "nginx" in 1s (1s including waiting). Image size: 99999999999999999999999 bytes.`,
+			lifecycle.PullEvent{Container: app, Result: lifecycle.PullDone, Ms: 1000}, true},
 		// About the pod, as kwok's stages write it: no container named.
 		{"Pulled", "", `Successfully pulled image "busybox" in 1s (1s including waiting)`, lifecycle.PullEvent{Result: lifecycle.PullDone, Ms: 1000}, true},
 	} {

@@ -1,6 +1,9 @@
 package lifecycle
 
-import "time"
+import (
+	"math"
+	"time"
+)
 
 // The image pulls of a pod come from the kubelet's Events on it, not from
 // the pod: a Pulled event per container says how long its image took
@@ -37,6 +40,9 @@ type PullEvent struct {
 	// queue, in milliseconds: the span the kubelet's own start-up SLI
 	// takes off for this image (PullDone only).
 	Ms uint32
+	// Bytes is the image's size as the message gives it (PullDone, from
+	// kubelet 1.29 on); 0 when it gives none.
+	Bytes uint64
 }
 
 // Pulls is what a pod's events showed of its image pulls: the first
@@ -122,12 +128,15 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 		return
 	}
 	var sum, init int64
+	var kib uint64
 	cached := true
 	for _, e := range pulls.counted(containers) {
 		sum += int64(e.Ms)
 		if e.Init {
 			init += int64(e.Ms)
 		}
+		// Rounded up, so that a pulled image with a size is never 0.
+		kib += e.Bytes/1024 + min(e.Bytes%1024, 1)
 		cached = cached && e.Result == PullCached
 	}
 	n.Pulls |= PullsDone
@@ -135,6 +144,7 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 		n.Pulls |= PullsCached
 	}
 	n.ImagePull = uint32(min(sum, maxMs))
+	n.ImagePullKiB = uint32(min(kib, math.MaxUint32))
 	if r, skip := c.startupUnseen(c.now); skip {
 		c.skipOnce(Skip{ImagePull, r})
 	} else {

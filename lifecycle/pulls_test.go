@@ -272,3 +272,41 @@ func TestPodLevelPullEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestPulledImageSize: the sizes of the pulled images add up, each rounded
+// up to a KiB, once every container's image is in; a cached image adds 0,
+// and a kubelet that gives no size leaves 0.
+func TestPulledImageSize(t *testing.T) {
+	sized := func(c string, bytes uint64) PullEvent {
+		e := pulled(c, 100)
+		e.Bytes = bytes
+		return e
+	}
+	cached := PullEvent{Container: "spec.containers{c}", Result: PullCached}
+	for _, tc := range []struct {
+		name   string
+		events []PullEvent
+		want   uint32
+	}{
+		{"one byte over a KiB is two", []PullEvent{sized("a", 1025), sized("b", 1024), cached}, 3},
+		{"one byte is a KiB", []PullEvent{sized("a", 1), sized("b", 0), cached}, 1},
+		{"a restart's pull is not counted", []PullEvent{sized("a", 4096), sized("a", 1<<30), sized("b", 2048), cached}, 6},
+		{"over 4 GiB", []PullEvent{sized("a", 5<<30), sized("b", 3<<30), cached}, 8 << 20},
+		{"no sizes given", []PullEvent{pulled("a", 100), pulled("b", 100), cached}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var st State
+			var pulls Pulls
+			for i, e := range tc.events {
+				pulls.Add(e)
+				st, _ = PullsSeen(time.Unix(100, 0), st, &pulls, 3, &Config{})
+				if done := st.Pulls.Has(PullsDone); done != (i == len(tc.events)-1) {
+					t.Fatalf("after %d events: done %v", i+1, done)
+				}
+			}
+			if st.ImagePullKiB != tc.want {
+				t.Errorf("ImagePullKiB = %d, want %d", st.ImagePullKiB, tc.want)
+			}
+		})
+	}
+}

@@ -333,6 +333,13 @@ type State struct {
 	Stable     bool
 	// Phases holds the start-up phases already observed or skipped.
 	Phases PhaseSet
+	// ImagePullKiB is the sum of the sizes of the images the pod pulled,
+	// in KiB, each rounded up, as the kubelet's Pulled messages give them
+	// (1.29 on): valid once Pulls has PullsDone, and when it is not 0 or
+	// every image was present already (PullsCached). KiB keep images of
+	// more than 4 GiB within the padding before StabilityLost, where it
+	// costs no memory (TestStateSize).
+	ImagePullKiB uint32
 	// StabilityLost is the newest Stable=False transition counted as
 	// stability lost; StabilityLosses counts them.
 	StabilityLost   int64

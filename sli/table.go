@@ -211,6 +211,13 @@ var Table = []SLI{
 					return float64(st.ImagePull) / 1000, st.Pulls.Has(lifecycle.PullsDone)
 				},
 			},
+			{
+				Name: "podslo_pod_image_pull_size_bytes", Type: Gauge, Stability: Alpha,
+				Help: "Per pod: the sum of the sizes of the images it pulled, as the kubelet's Pulled events give them (1.29 on), each rounded up to a KiB; 0 when every image was present.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.ImagePullKiB) * 1024, st.Pulls.Has(lifecycle.PullsDone) && (st.ImagePullKiB > 0 || st.Pulls.Has(lifecycle.PullsCached))
+				},
+			},
 		},
 	},
 	{

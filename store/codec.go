@@ -201,6 +201,8 @@ const (
 	podImagePull protowire.Number = 21 // varint
 	podStartup   protowire.Number = 22 // zigzag
 	podPullFlags protowire.Number = 23 // varint: lifecycle.PullFlags
+	// The pulled images' size in KiB (State.ImagePullKiB).
+	podImagePullKiB protowire.Number = 24 // varint
 )
 
 // podFieldNames names every pod field number ever used, for the golden test
@@ -215,6 +217,7 @@ var podFieldNames = map[protowire.Number]string{
 	podScheduledPrecise: "scheduled_precise", podDeletionPrecise: "deletion_precise",
 	podContainerStart: "container_start", podContainerStartPrecise: "container_start_precise",
 	podImagePull: "image_pull", podStartup: "startup", podPullFlags: "pull_flags",
+	podImagePullKiB: "image_pull_kib",
 }
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -272,6 +275,7 @@ func encodeState(s lifecycle.State) []byte {
 	b = appendUint(b, podImagePull, uint64(s.ImagePull))
 	b = appendInt(b, podStartup, int64(s.Startup))
 	b = appendUint(b, podPullFlags, uint64(s.Pulls))
+	b = appendUint(b, podImagePullKiB, uint64(s.ImagePullKiB))
 	return sealRecord(b)
 }
 
@@ -350,6 +354,11 @@ func decodeState(b []byte) (lifecycle.State, error) {
 				return fmt.Errorf("image_pull: %d ms out of range: %w", v, errDecode)
 			}
 			s.ImagePull = uint32(v)
+		case podImagePullKiB:
+			if v > math.MaxUint32 {
+				return fmt.Errorf("image_pull_kib: %d KiB out of range: %w", v, errDecode)
+			}
+			s.ImagePullKiB = uint32(v)
 		case podStartup:
 			ms := protowire.DecodeZigZag(v)
 			if ms > math.MaxInt32 || ms < math.MinInt32 {
@@ -393,7 +402,7 @@ func podWireTypes(num protowire.Number) (protowire.Type, bool) {
 	switch {
 	case num == podSkipped:
 		return protowire.BytesType, true
-	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podPullFlags:
+	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podImagePullKiB:
 		return protowire.VarintType, true
 	}
 	return 0, false

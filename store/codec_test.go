@@ -224,7 +224,8 @@ var goldenStates = map[string]func() lifecycle.State{
 // only format2 holds them. pod-precise: the watch receive times of issue
 // 27 (lifecycle.Precise), a readiness SLI begun in milliseconds.
 // pod-pulls: the image pulls and start-up SLI of issue 28, with a skip of
-// each of their SLIs and of the reason they added.
+// each of their SLIs and of the reason they added. pod-pull-size: the
+// pulled images' size, which came after.
 var goldenStatesFormat2 = map[string]func() lifecycle.State{
 	"pod-precise": func() lifecycle.State {
 		return lifecycle.State{
@@ -242,6 +243,12 @@ var goldenStatesFormat2 = map[string]func() lifecycle.State{
 				lifecycle.StartupStateful | lifecycle.StartupMeasured | lifecycle.StartupDone,
 			Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.ImagePull, Reason: lifecycle.TooOld}).
 				With(lifecycle.Skip{SLI: lifecycle.PodStartup, Reason: lifecycle.ImagePullFailed}),
+		}
+	},
+	"pod-pull-size": func() lifecycle.State {
+		return lifecycle.State{
+			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
+			ImagePull: 312, ImagePullKiB: 5 << 20, Pulls: lifecycle.PullsDone,
 		}
 	},
 }

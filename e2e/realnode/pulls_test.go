@@ -25,26 +25,34 @@ func withImage(image string, policy corev1.PullPolicy) podOption {
 	}
 }
 
-// includingWaiting is the test's own reading of a Pulled message.
-var includingWaiting = regexp.MustCompile(` \((\S+) including waiting\)`)
+// includingWaiting and imageSize are the test's own reading of a Pulled
+// message.
+var (
+	includingWaiting = regexp.MustCompile(` \((\S+) including waiting\)`)
+	imageSize        = regexp.MustCompile(`\. Image size: (\d+) bytes\.$`)
+)
 
 // kubeletPulls is what the kubelet's Pulled events on a pod say of its
-// image: the pull including its wait in seconds (0 for an image already
-// present), and whether there was one.
-func kubeletPulls(t require.TestingT, s *suite, uid types.UID) (seconds float64, cached, ok bool) {
+// image: the pull including its wait in seconds and the image's size in
+// bytes (0 for an image already present), and whether there was one.
+func kubeletPulls(t require.TestingT, s *suite, uid types.UID) (seconds float64, size uint64, cached, ok bool) {
 	evs, err := s.node.Client.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=Pulled,involvedObject.uid=" + string(uid)})
 	require.NoError(t, err)
 	for _, ev := range evs.Items {
 		if strings.Contains(ev.Message, "already present on machine") {
-			return 0, true, true
+			return 0, 0, true, true
 		}
 		m := includingWaiting.FindStringSubmatch(ev.Message)
 		require.NotNil(t, m, "a Pulled message without its duration: %q", ev.Message)
 		d, err := time.ParseDuration(m[1])
 		require.NoError(t, err)
-		return d.Seconds(), false, true
+		m = imageSize.FindStringSubmatch(ev.Message)
+		require.NotNil(t, m, "a Pulled message of kubelet 1.36 without the image size: %q", ev.Message)
+		size, err := strconv.ParseUint(m[1], 10, 64)
+		require.NoError(t, err)
+		return d.Seconds(), size, false, true
 	}
-	return 0, false, false
+	return 0, 0, false, false
 }
 
 // TestImagePullsOnARealNode lets the kubelet pull from a registry on
@@ -77,21 +85,25 @@ func TestImagePullsOnARealNode(t *testing.T) {
 
 	running := map[string]types.UID{"pull-always": pulled.UID, "pull-present": present.UID, "pull-again": again.UID}
 	want := map[string]float64{}
+	wantSize := map[string]float64{}
 	cache := map[string]float64{}
 	for name, uid := range running {
 		var sec float64
+		var size uint64
 		var cached, ok bool
 		require.Eventually(t, func() bool {
-			sec, cached, ok = kubeletPulls(t, s, uid)
+			sec, size, cached, ok = kubeletPulls(t, s, uid)
 			return ok
 		}, time.Minute, 100*time.Millisecond, "no Pulled event for %s", name)
 		want[name] = sec
+		// docs/metrics.md: rounded up to a KiB.
+		wantSize[name] = float64((size + 1023) / 1024 * 1024)
 		if cached {
 			cache["hit"]++
 		} else {
 			cache["miss"]++
 		}
-		t.Logf("%s: the kubelet's Pulled event says %.3f s (cached %v)", name, sec, cached)
+		t.Logf("%s: the kubelet's Pulled event says %.3f s, %d bytes (cached %v)", name, sec, size, cached)
 	}
 	require.Equal(t, map[string]float64{"hit": 1, "miss": 2}, cache, "IfNotPresent finds the image, Always pulls it")
 
@@ -104,6 +116,7 @@ func TestImagePullsOnARealNode(t *testing.T) {
 			assert.InDelta(ct, w, got[name], 1e-9, "%s: podslo's pull is the kubelet's Pulled duration", name)
 		}
 		assert.NotContains(ct, got, "pull-missing")
+		assert.Equal(ct, wantSize, perPod(fams["podslo_pod_image_pull_size_bytes"]), "the images' sizes of the kubelet's Pulled events")
 		count, _ := histogramBy(fams["podslo_pod_image_pull_duration_seconds"], "cache")
 		assert.Equal(ct, map[string]uint64{"hit": 1, "miss": 2}, count)
 		assert.Equal(ct, float64(1), counterTotal(fams["podslo_pod_image_pulls_failed_total"]), "the missing image, once")
