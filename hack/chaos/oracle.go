@@ -38,15 +38,22 @@ const (
 	mPodReadiness = "podslo_pod_readiness_seconds"
 	mPodTerm      = "podslo_pod_termination_seconds"
 	mPodStable    = "podslo_pod_stable"
+	mPull         = "podslo_pod_image_pull_duration_seconds"
+	mPullsFailed  = "podslo_pod_image_pulls_failed_total"
+	mStartup      = "podslo_pod_startup_sli_duration_seconds"
+	mPodPull      = "podslo_pod_image_pull_seconds"
+	mPodStartup   = "podslo_pod_startup_sli_seconds"
+	mPodPullSize  = "podslo_pod_image_pull_size_bytes"
 )
 
 // histograms and counters are the aggregated families compared exactly.
 var (
-	histograms = []string{mCreation, mTermination, mReadiness, mPhase, mStabilize}
-	counters   = []string{mRecreations, mTimeouts, mExcluded, mOverGrace, mStableTrans, mSkipped}
+	histograms = []string{mCreation, mTermination, mReadiness, mPhase, mStabilize, mPull, mStartup}
+	// mPullsFailed stays 0: kwok writes no failed pull.
+	counters = []string{mRecreations, mTimeouts, mExcluded, mOverGrace, mStableTrans, mPullsFailed, mSkipped}
 	// perPod are the per-pod families, checked for series of pods that no
 	// longer exist.
-	perPod = []string{mPodCreation, mPodRecreated, mPodPending, mPodReadiness, mPodTerm, mPodStable}
+	perPod = []string{mPodCreation, mPodRecreated, mPodPending, mPodReadiness, mPodTerm, mPodStable, mPodPull, mPodPullSize, mPodStartup}
 )
 
 // oracleConfig is what the oracle needs to know beyond the histories.
@@ -62,12 +69,14 @@ type oracleConfig struct {
 	Buckets []float64
 	// End is when the comparison is made: live pods are judged as of then.
 	End time.Time
+	// Pulls are the pods' Pulled events (pulls.go).
+	Pulls map[types.UID]pullRecord
 }
 
 // outcome is one pod's contribution to the aggregated series: histogram
 // observations and counter increments, keyed by series.
 type outcome struct {
-	Observe map[string][]float64 // histogram series → values
+	Observe map[string][]float64 // histogram series → values (seconds)
 	Count   map[string]float64   // counter series → increment
 }
 
@@ -103,6 +112,11 @@ type podFinal struct {
 	Pending     bool   // podslo_pod_sandbox_pending_seconds present
 	UserError   bool
 	Labels      classLabels
+	// Pull is podslo_pod_image_pull_seconds; Startup the value
+	// podslo_pod_startup_sli_seconds must be within watchSpread of.
+	Pull, Startup *float64
+	// PullSize is podslo_pod_image_pull_size_bytes.
+	PullSize *float64
 }
 
 // key is a canonical text of the final state, to tell them apart.
@@ -113,7 +127,14 @@ func (f podFinal) key() string {
 		}
 		return fmt.Sprint(*p)
 	}
-	return fmt.Sprintf("%v %s %s %s %v %v %v", f.Alive, val(f.Creation), val(f.Recreations), val(f.Readiness), f.Pending, f.UserError, f.Labels)
+	fval := func(p *float64) string {
+		if p == nil {
+			return "-"
+		}
+		return fmt.Sprint(*p)
+	}
+	return fmt.Sprintf("%v %s %s %s %v %v %v %s %s", f.Alive, val(f.Creation), val(f.Recreations), val(f.Readiness), f.Pending, f.UserError, f.Labels,
+		fval(f.Pull), fval(f.Startup)) + " " + fval(f.PullSize)
 }
 
 type classLabels struct{ Runtime, Storage string }
@@ -174,6 +195,9 @@ type choices struct {
 	Seen []bool
 	// TimedOut: its timeout check caught the pod pending past the timeout.
 	TimedOut bool
+	// PullMissed: the pod's Pulled event reached the exporter only when
+	// it no longer knew the pod (it was removed first), or never.
+	PullMissed bool
 }
 
 func (c *choices) saw(i int) bool { return c.Seen == nil || c.Seen[i] }
@@ -205,8 +229,12 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		// or not a check caught the pod pending.
 		lateTimeout bool
 		recreations int64
-		phases      = map[string]bool{}
-		skips       = map[string]bool{}
+		// startupEnd: the newest container start of the first revision
+		// the exporter saw with the container running and no deletion
+		// requested, the end of the start-up SLI in whole seconds.
+		startupEnd int64
+		phases     = map[string]bool{}
+		skips      = map[string]bool{}
 	)
 	skip := func(sli, reason string) {
 		k := sli + "/" + reason
@@ -216,10 +244,11 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		skips[k] = true
 		out.Count[seriesKey(mSkipped, map[string]string{"sli": sli, "reason": reason})]++
 	}
-	observe := func(name string, v int64, extra ...string) {
+	observeSeconds := func(name string, v float64, extra ...string) {
 		k := classSeries(name, l, extra...)
-		out.Observe[k] = append(out.Observe[k], float64(v))
+		out.Observe[k] = append(out.Observe[k], v)
 	}
+	observe := func(name string, v int64, extra ...string) { observeSeconds(name, float64(v), extra...) }
 	count := func(name string, extra ...string) { out.Count[classSeries(name, l, extra...)]++ }
 	// phase observes a start-up phase once; a missing start or end leaves
 	// it for a later revision.
@@ -296,6 +325,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		if h.HasInit && r.Initialized.isTrue() {
 			phase("init", firstSandbox, r.Initialized.Time)
 		}
+		if startupEnd == 0 && r.Started != 0 && r.Deletion == 0 {
+			startupEnd = r.Started
+		}
 		// Readiness, once: the first Ready=True.
 		if firstReady == 0 && r.Ready.isTrue() && r.Ready.Time != 0 {
 			readyAt := r.Ready.Time
@@ -350,6 +382,30 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 						count(mOverGrace)
 					}
 				}
+			}
+		}
+	}
+	// Image pulls: kwok's Pulled event names no container, which counts
+	// for a one-container pod only; its pull is observed once the
+	// exporter knows both the pod and the event, for a user error too.
+	if pr, ok := o.Pulls[h.UID]; ok && h.Containers == 1 && !ch.PullMissed {
+		cache := "miss"
+		if pr.Cached {
+			cache = "hit"
+		}
+		pull := pr.Seconds
+		fin.Pull = &pull
+		fin.PullSize = pr.sizeGauge()
+		observeSeconds(mPull, pull, "cache", cache)
+		// The start-up SLI: creation to the containers running, less
+		// the pull; not for a pod blocked by a missing Secret.
+		if startupEnd != 0 && !userError {
+			v := float64(startupEnd-h.Created) - pull
+			if v < 0 {
+				skip("pod_startup", "negative_duration")
+			} else {
+				fin.Startup = &v
+				observeSeconds(mStartup, v, "stateful", strconv.FormatBool(len(h.Claims) > 0))
 			}
 		}
 	}
@@ -459,6 +515,23 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		}
 	}
 
+	// The pull is recorded once the exporter holds both the pod and its
+	// Pulled event. It holds both for a pod alive at the end. kwok writes
+	// the event just before the revision that starts the containers, so
+	// an exporter that surely watched that revision had the event while
+	// it knew the pod; otherwise the pod may have been removed before the
+	// event reached it (an exporter down meanwhile), and the event then
+	// waits for a pod that never comes.
+	pullOpts := []bool{false}
+	if _, ok := o.Pulls[h.UID]; ok && h.Containers == 1 {
+		alive := h.Removed.IsZero() || h.Removed.After(o.End)
+		running := slices.IndexFunc(h.Revs, func(r revision) bool { return r.Started != 0 })
+		if !alive && (running < 0 || !base[running]) {
+			pullOpts = []bool{false, true}
+			v.Uncertain = append(v.Uncertain, "image pull")
+		}
+	}
+
 	seen := make([]bool, len(base))
 	distinct := map[string]bool{}
 	finals := map[string]bool{}
@@ -468,21 +541,23 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 			seen[i] = mask&(1<<j) != 0
 		}
 		for _, to := range timeoutOpts {
-			out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to})
-			if k := out.key(); !distinct[k] {
-				distinct[k] = true
-				v.Outcomes = append(v.Outcomes, out)
-			}
-			if k := fin.key(); !finals[k] {
-				finals[k] = true
-				v.Final = fin
+			for _, missed := range pullOpts {
+				out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to, PullMissed: missed})
+				if k := out.key(); !distinct[k] {
+					distinct[k] = true
+					v.Outcomes = append(v.Outcomes, out)
+				}
+				if k := fin.key(); !finals[k] {
+					finals[k] = true
+					v.Final = fin
+				}
 			}
 		}
 	}
 	// The per-pod series are checked only where what the exporter saw
 	// leaves one answer.
 	v.FinalUncertain = len(finals) > 1 || len(v.Loose) > 0
-	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts) {
+	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts)*len(pullOpts) {
 		v.Uncertain = append(v.Uncertain, fmt.Sprintf("%d revisions near a fault", len(unsure)))
 	}
 	return v
@@ -625,6 +700,11 @@ func spread(name, labels string) float64 {
 	case strings.HasPrefix(name, mCreation), strings.HasPrefix(name, mReadiness), strings.HasPrefix(name, mTermination):
 		return watchSpread
 	case strings.HasPrefix(name, mPhase) && (strings.Contains(labels, `phase="sandbox"`) || strings.Contains(labels, `phase="readiness"`)):
+		return watchSpread
+	case strings.HasPrefix(name, mStartup):
+		// Its start is creationTimestamp in whole seconds and its end the
+		// watch's receive time of the containers' start: within 1 s and
+		// the tolerance after it, or the start itself.
 		return watchSpread
 	}
 	return 0

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"fmt"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -461,5 +463,180 @@ func TestOracleLateSandbox(t *testing.T) {
 	}
 	if len(got) != 2 || got[0]+got[1] != 1 {
 		t.Errorf("a sandbox hidden by the outage: timeouts per outcome %v, want one of each", got)
+	}
+}
+
+// withPull gives h one container and kwok's Pulled event of 312 ms.
+func withPull(oc *oracleConfig, h *history) *history {
+	h.Containers = 1
+	if oc.Pulls == nil {
+		oc.Pulls = map[types.UID]pullRecord{}
+	}
+	oc.Pulls[h.UID] = pullRecord{Seconds: 0.312, Size: ptr(uint64(320368))}
+	return h
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// TestOraclePullAndStartup is docs/metrics.md's image pull and start-up
+// SLI for kwok's pods: a 312 ms pull, a cache miss, and the start-up from
+// creation (0) to the container's start (2) less the pull; stateful when
+// the pod has a claim.
+func TestOraclePullAndStartup(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		claims   []string
+		storage  string
+		stateful string
+	}{
+		{"stateless", nil, "none", "false"},
+		{"stateful", []string{"std-00"}, "standard", "true"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oc := config()
+			oc.ClaimClass = map[string]string{"chaos-00/std-00": "standard"}
+			h := lifecycle("runc", 30, 1)
+			h.Claims = tc.claims
+			v := oc.judge(withPull(oc, h), watchingAll())
+			if len(v.Outcomes) != 1 || len(v.Uncertain)+len(v.Loose) > 0 {
+				t.Fatalf("want one certain outcome, got %d (uncertain %v, loose %v)", len(v.Outcomes), v.Uncertain, v.Loose)
+			}
+			l := classLabels{"runc", tc.storage}
+			out := v.Outcomes[0]
+			if got := out.Observe[classSeries(mPull, l, "cache", "miss")]; len(got) != 1 || got[0] != 0.312 {
+				t.Errorf("pull: got %v, want [0.312]", got)
+			}
+			if got := out.Observe[classSeries(mStartup, l, "stateful", tc.stateful)]; len(got) != 1 || got[0] != 2-0.312 {
+				t.Errorf("start-up: got %v, want [1.688] (observations %v)", got, out.Observe)
+			}
+			// 320368 bytes are 312.86 KiB: 313 KiB.
+			if f := v.Final; f.Pull == nil || *f.Pull != 0.312 || f.PullSize == nil || *f.PullSize != 313*1024 || f.Startup == nil || *f.Startup != 2-0.312 {
+				t.Errorf("per pod: %+v", f)
+			}
+		})
+	}
+}
+
+// TestOraclePullNotCounted: kwok's event names no container, so a pod with
+// an init container shows no pull and no start-up; a user-error pod its
+// pull but no start-up; a pod the exporter saw running only once its
+// deletion was requested its pull, but no start-up end.
+func TestOraclePullNotCounted(t *testing.T) {
+	oc := config()
+	l := classLabels{"runc", "none"}
+	pull, startup := classSeries(mPull, l, "cache", "miss"), classSeries(mStartup, l, "stateful", "false")
+
+	h := withPull(oc, lifecycle("runc", 30, 1))
+	h.Containers, h.HasInit = 2, true
+	if out := oc.judge(h, watchingAll()).Outcomes[0]; len(out.Observe[pull])+len(out.Observe[startup]) != 0 {
+		t.Errorf("init container: got %v", out.Observe)
+	}
+
+	h = withPull(oc, lifecycle("runc", 30, 1))
+	oc.UserError = map[types.UID]bool{h.UID: true}
+	out := oc.judge(h, watchingAll()).Outcomes[0]
+	if len(out.Observe[pull]) != 1 || len(out.Observe[startup]) != 0 {
+		t.Errorf("user error: got %v", out.Observe)
+	}
+	oc.UserError = map[types.UID]bool{}
+
+	// Down from before the containers started until after the deletion
+	// request (at 100).
+	tl := &timeline{
+		Watching:  []span{{From: at(-10), To: at(1.5)}, {From: at(100.6)}},
+		Blind:     []span{{From: at(1.6), To: at(100.3)}},
+		Snapshots: []span{{From: at(100.3), To: at(100.6)}},
+	}
+	h = withPull(oc, lifecycle("runc", 30, 1))
+	h.Removed = time.Time{} // alive at the end: the exporter holds pod and event
+	v := oc.judge(h, tl)
+	for _, out := range v.Outcomes {
+		if len(out.Observe[pull]) != 1 || len(out.Observe[startup]) != 0 {
+			t.Errorf("seen running only when deleted: got %v", out.Observe)
+		}
+	}
+}
+
+// TestOraclePullOfARemovedPod: a pod removed at the end whose containers'
+// start the exporter surely watched has its pull; one whose start it may
+// have missed may have been removed before the event reached it.
+func TestOraclePullOfARemovedPod(t *testing.T) {
+	oc := config()
+	pull := classSeries(mPull, classLabels{"runc", "none"}, "cache", "miss")
+	v := oc.judge(withPull(oc, lifecycle("runc", 30, 1)), watchingAll())
+	if len(v.Outcomes) != 1 || len(v.Outcomes[0].Observe[pull]) != 1 {
+		t.Fatalf("watched: got %+v", v.Outcomes)
+	}
+	tl := &timeline{
+		Watching:  []span{{From: at(-10), To: at(1.5)}, {From: at(200)}},
+		Blind:     []span{{From: at(1.6), To: at(199)}},
+		Snapshots: []span{{From: at(199), To: at(200)}},
+	}
+	v = oc.judge(withPull(oc, lifecycle("runc", 30, 1)), tl)
+	var n []int
+	for _, out := range v.Outcomes {
+		n = append(n, len(out.Observe[pull]))
+	}
+	if len(n) != 2 || n[0]+n[1] != 1 || !slices.Contains(v.Uncertain, "image pull") {
+		t.Errorf("missed: pulls per outcome %v, uncertain %v", n, v.Uncertain)
+	}
+	if got := v.Ideal.Observe[pull]; len(got) != 1 {
+		t.Errorf("ideal: got %v", got)
+	}
+}
+
+func TestReadPulled(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want pullRecord
+	}{
+		{`Successfully pulled image "registry.k8s.io/pause:3.10" in 312ms (312ms including waiting). Image size: 320368 bytes.`, pullRecord{Seconds: 0.312, Size: ptr(uint64(320368))}},
+		{`Successfully pulled image "x" in 1.234s (1.5s including waiting)`, pullRecord{Seconds: 1.5}},
+		{`Container image "x" already present on machine`, pullRecord{Cached: true}},
+	} {
+		got, err := readPulled(tc.msg)
+		if err != nil || !got.same(tc.want) {
+			t.Errorf("readPulled(%q) = %+v, %v; want %+v", tc.msg, got, err, tc.want)
+		}
+	}
+	for _, msg := range []string{`Successfully pulled image "x" in 1.234s`, `Pulling image "x"`, `Successfully pulled image "x" in 1s (soon including waiting)`, `Successfully pulled image "x" in 1s (1s including waiting). Image size: many bytes.`} {
+		if got, err := readPulled(msg); err == nil {
+			t.Errorf("readPulled(%q) = %+v, want an error", msg, got)
+		}
+	}
+}
+
+// TestSumRounding: 0.312 s pulls summed in another order than the
+// exporter's are equal to the exporter's sum, not a mismatch.
+func TestSumRounding(t *testing.T) {
+	oc := config()
+	verdicts := map[types.UID]*podVerdict{}
+	for i := range 7 {
+		h := lifecycle("runc", 30, 1)
+		h.UID = types.UID(fmt.Sprint("uid-", i))
+		v := oc.judge(withPull(oc, h), watchingAll())
+		verdicts[h.UID] = &v
+	}
+	exp := oc.expect(verdicts)
+	got := &exposition{Series: map[string]float64{}}
+	for k, b := range exp.Series {
+		got.Series[k] = b.Lo
+	}
+	name, labels := splitSeries(classSeries(mPull, classLabels{"runc", "none"}, "cache", "miss"))
+	var sum float64
+	for range 7 {
+		sum += 0.312
+	}
+	got.Series[name+"_sum"+labels] = sum
+	for _, f := range compare(exp, got) {
+		if !f.ok() {
+			t.Errorf("%s: %+v", f.Family, f)
+		}
+	}
+	got.Series[name+"_sum"+labels] = sum + 0.001
+	for _, f := range compare(exp, got) {
+		if f.Family == mPull && f.SumMismatches != 1 {
+			t.Errorf("a sum 1 ms off: %+v", f)
+		}
 	}
 }

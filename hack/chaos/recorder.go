@@ -73,8 +73,10 @@ type history struct {
 	RuntimeClass string   `json:"runtimeClass,omitempty"`
 	Claims       []string `json:"claims,omitempty"`
 	HasInit      bool     `json:"hasInit,omitempty"`
-	Crash        bool     `json:"crash,omitempty"` // annotated to lose its sandbox once
-	Stuck        bool     `json:"stuck,omitempty"` // annotated never to get a sandbox
+	// Containers counts the containers and init containers.
+	Containers int  `json:"containers,omitempty"`
+	Crash      bool `json:"crash,omitempty"` // annotated to lose its sandbox once
+	Stuck      bool `json:"stuck,omitempty"` // annotated never to get a sandbox
 	// Revs holds the revisions that changed what the SLIs read; each
 	// starts a state that lasts until the next one (or Removed).
 	Revs []revision `json:"revs"`
@@ -218,10 +220,11 @@ func (r *recorder) put(at time.Time, rev int64, key string, value []byte) error 
 func newHistory(pod *corev1.Pod) *history {
 	h := &history{
 		UID: pod.UID, Namespace: pod.Namespace, Name: pod.Name,
-		Created: pod.CreationTimestamp.Unix(),
-		HasInit: len(pod.Spec.InitContainers) > 0,
-		Crash:   pod.Annotations[annotationCrash] != "",
-		Stuck:   pod.Annotations[annotationSandbox] == "never",
+		Created:    pod.CreationTimestamp.Unix(),
+		HasInit:    len(pod.Spec.InitContainers) > 0,
+		Containers: len(pod.Spec.Containers) + len(pod.Spec.InitContainers),
+		Crash:      pod.Annotations[annotationCrash] != "",
+		Stuck:      pod.Annotations[annotationSandbox] == "never",
 	}
 	if rc := pod.Spec.RuntimeClassName; rc != nil {
 		h.RuntimeClass = *rc

@@ -49,11 +49,12 @@ type Results struct {
 	Timeline          *timeline       `json:"timeline"`
 	// What the oracle needs besides the histories and the final scrape, to
 	// judge a kept run again (--rejudge): when the comparison was made, the
-	// claims' classes and the user-error pods.
-	End        time.Time         `json:"end"`
-	ClaimClass map[string]string `json:"claimClass"`
-	UserErrors []types.UID       `json:"userErrors"`
-	Failures   []string          `json:"failures,omitempty"`
+	// claims' classes, the user-error pods and the pods' Pulled events.
+	End        time.Time                `json:"end"`
+	ClaimClass map[string]string        `json:"claimClass"`
+	UserErrors []types.UID              `json:"userErrors"`
+	Pulls      map[types.UID]pullRecord `json:"pulls"`
+	Failures   []string                 `json:"failures,omitempty"`
 	// PodCounts are the pods whose logged timeouts or exclusions the
 	// oracle does not allow: where to look when those counters are off.
 	PodCounts []string `json:"podCounts,omitempty"`
@@ -165,7 +166,7 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 	for _, uid := range res.UserErrors {
 		userError[uid] = true
 	}
-	oc := &oracleConfig{Timeout: res.Options.SandboxTimeout, ClaimClass: res.ClaimClass, UserError: userError, Buckets: buckets, End: res.End}
+	oc := &oracleConfig{Timeout: res.Options.SandboxTimeout, ClaimClass: res.ClaimClass, UserError: userError, Buckets: buckets, End: res.End, Pulls: res.Pulls}
 	res.PodsSeen = len(histories)
 	verdicts := map[types.UID]*podVerdict{}
 	byUID := map[string]*podVerdict{}

@@ -161,6 +161,11 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		res.Failures = append(res.Failures, "the run lasted close to --max-observation-age: too_old skips are not modelled")
 	}
 	stopWork()
+	// After the last scrape: kwok wrote every pod's event before the
+	// revision that started its containers, so by now.
+	if res.Pulls, err = c.pulledEvents(ctx); err != nil {
+		return err
+	}
 
 	res.Workload = d.statsCopy()
 	res.Instances = sup.instances()
