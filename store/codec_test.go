@@ -402,3 +402,25 @@ func TestPreciseCountIsPersisted(t *testing.T) {
 	_, err = decodeAggregate(encodeAggregate(a, layoutID(v1Bounds)), v1Bounds, testLayouts)
 	assert.ErrorIs(t, err, errDecode)
 }
+
+// TestOutOfRangeFieldsAreRefused: a sealed record whose 32-bit field holds
+// more than 32 bits was not written by any release: an error naming the
+// field, not a value cut short.
+func TestOutOfRangeFieldsAreRefused(t *testing.T) {
+	for _, tc := range []struct {
+		num  protowire.Number
+		v    uint64
+		name string
+	}{
+		{podImagePull, 1 << 32, "image_pull"},
+		{podImagePullKiB, 1 << 32, "image_pull_kib"},
+		{podStartup, protowire.EncodeZigZag(1 << 31), "startup"},
+	} {
+		b := encodeState(fullState())
+		body := protowire.AppendTag(slices.Clone(b[:len(b)-4]), tc.num, protowire.VarintType)
+		body = protowire.AppendVarint(body, tc.v)
+		_, err := decodeState(sealRecord(body))
+		assert.ErrorIs(t, err, errDecode, tc.name)
+		assert.ErrorContains(t, err, tc.name)
+	}
+}
