@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -167,7 +168,7 @@ func TestChartOnARealNode(t *testing.T) {
 	info := fams["podslo_build_info"]
 	require.NotNil(t, info, "podslo_build_info")
 	require.Len(t, info.GetMetric(), 1)
-	assert.Equal(t, "0.1.0", label(info.GetMetric()[0], "version"), "the image's podslo version")
+	assert.Equal(t, releaseVersion(t), label(info.GetMetric()[0], "version"), "the image's podslo version, VERSION")
 
 	// A pod of a RuntimeClass of its own, created after the exporter runs:
 	// its sandbox creation is the only one in that class, and the chart's
@@ -269,6 +270,15 @@ func TestChartOnARealNode(t *testing.T) {
 	// Last: it writes Stable False on the pod.
 	assert.NoError(t, testenv.PatchStableCondition(asAgent, ns, "probe"), "the agent's token on its own node's pod")
 	t.Logf("Stable written and the admission policy checked %v after the start", time.Since(began).Round(time.Millisecond))
+}
+
+// releaseVersion is the VERSION file: the version make image stamps into
+// the image and its tag, and the chart's version and appVersion.
+func releaseVersion(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(charts.Root(), "VERSION"))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
 }
 
 // decodeAll splits helm's output into objects.
