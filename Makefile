@@ -6,10 +6,15 @@ GO ?= go
 # The control-plane binaries are cached by Kubernetes version, so they are
 # built once per machine and version (a cold kube-apiserver build takes
 # about 5 minutes on 2 cores).
-K8S_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|p' hack/tools/go.mod | head -n 1)
+# TOOLS_DIR is the module that pins them: hack/tools for the default
+# version, a module hack/versions writes for each other version of the
+# matrix (make test-versions).
+TOOLS_DIR ?= hack/tools
+K8S_VERSION := $(shell sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|p' $(TOOLS_DIR)/go.mod | head -n 1)
 CACHE_HOME := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)
 TESTBIN ?= $(CACHE_HOME)/podslo/testbin/$(K8S_VERSION)
 export PODSLO_TESTBIN := $(TESTBIN)
+export PODSLO_K8S_VERSION := $(K8S_VERSION)
 # kwok and kwokctl (hack/kwok) fake nodes and pod lifecycles for the
 # end-to-end tests; versioned by kwok's own version, under the same cache.
 KWOK_VERSION := $(shell sed -n 's|^[[:space:]]*sigs.k8s.io/kwok \(v[^ ]*\).*|\1|p' hack/kwok/go.mod | head -n 1)
@@ -47,7 +52,7 @@ IMAGE_SOURCE ?= https://github.com/podslo/podslo
 IMAGE_LICENSES ?= NOASSERTION
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build image image-test release test demo e2e unit testbin clusterbin nodebin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
+.PHONY: build image image-test release test demo e2e unit testbin clusterbin nodebin runtimebin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
 
 ## build: bin/podslo, the release build (static, stamped with VERSION and the
 ## commit). The default target.
@@ -109,8 +114,13 @@ release: image helmbin
 ## short chaos run (root: it mounts a tmpfs; its report goes to
 ## hack/chaos/results/short.md, which git ignores).
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
+# The real-node packages run outside -race, as the e2e does: the race
+# detector only slows the real kubelet's timing there. Each has its own
+# -timeout, so a hang fails with a stack dump instead of CI's deadline.
 test: lint dashboard-lint image-test testbin clusterbin nodebin kwokbin helmbin
-	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$')
+	$(GO) test -count=1 -timeout 10m ./internal/realnode/
+	$(GO) test -count=1 -timeout 30m ./e2e/realnode/
 	cd hack/harness && $(GO) test -race -count=1 ./...
 	cd hack/chaos && $(GO) test -race -count=1 ./...
 	cd hack/scale && $(GO) test -race -count=1 ./...
@@ -146,7 +156,7 @@ testbin: $(TESTBIN)/etcd $(TESTBIN)/kube-apiserver
 # interrupted build never leaves a truncated binary behind.
 $(TESTBIN)/etcd:
 	@mkdir -p $(@D)
-	cd hack/tools && $(GO) build -o $@.tmp ./cmd/etcd && mv $@.tmp $@
+	cd $(TOOLS_DIR) && $(GO) build -o $@.tmp ./cmd/etcd && mv $@.tmp $@
 
 ## clusterbin: the rest of a real control plane, for kwok clusters (about
 ## 2 minutes for both after testbin, on 2 cores).
@@ -155,7 +165,7 @@ clusterbin: testbin $(TESTBIN)/kube-scheduler $(TESTBIN)/kube-controller-manager
 ## nodebin: kubelet and kube-proxy, pinned in hack/tools, for the real-node
 ## tests (internal/realnode). About 4.5 minutes for both after testbin on 2
 ## cores, 20 s with a warm Go build cache (docs/testing.md).
-nodebin: clusterbin $(TESTBIN)/kubelet $(TESTBIN)/kube-proxy
+nodebin: clusterbin runtimebin $(TESTBIN)/kubelet $(TESTBIN)/kube-proxy
 
 # Every Kubernetes binary is stamped as Kubernetes' own release build
 # stamps it (hack/lib/version.sh): unstamped, the node reports
@@ -177,13 +187,65 @@ K8S_BINARIES := $(addprefix $(TESTBIN)/,kube-apiserver kube-scheduler kube-contr
 
 $(K8S_BINARIES): FORCE
 	@if [ "$$($@ --version 2>/dev/null)" != "Kubernetes $(K8S_VERSION)" ]; then \
-	  mkdir -p $(@D) && cd hack/tools && date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
+	  mkdir -p $(@D) && cd $(TOOLS_DIR) && date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
 	  echo "build $@ ($(K8S_VERSION))" && \
 	  $(GO) build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(@F) && mv $@.tmp $@; \
 	fi
 
 .PHONY: FORCE
 FORCE:
+
+## runtimebin: the real node's container runtime, built offline from the
+## Go module proxy and cached by version like the control plane:
+## containerd (with ctr and the runc shim), runc and the CNI plugins the
+## node's network uses (bridge, host-local, loopback). runc needs cgo and
+## libseccomp (Debian: libseccomp-dev). About 3 minutes cold on 2 cores.
+## The versions are pinned in internal/realnode/runtime.txt, which the
+## real-node tests read too.
+runtime_version = $(shell awk '$$1 == "$(1)" { print $$3 }' internal/realnode/runtime.txt)
+CONTAINERD_VERSION := $(call runtime_version,containerd)
+RUNC_VERSION := $(call runtime_version,runc)
+CNI_PLUGINS_VERSION := $(call runtime_version,cni-plugins)
+RUNTIMEBIN ?= $(CACHE_HOME)/podslo/runtime
+export PODSLO_RUNTIMEBIN := $(RUNTIMEBIN)
+PODSLO_CONTAINERD_DIR := $(RUNTIMEBIN)/containerd-$(CONTAINERD_VERSION)
+PODSLO_RUNC := $(RUNTIMEBIN)/runc-$(RUNC_VERSION)/runc
+PODSLO_CNI_DIR := $(RUNTIMEBIN)/cni-plugins-$(CNI_PLUGINS_VERSION)
+runtimebin: $(addprefix $(PODSLO_CONTAINERD_DIR)/,containerd containerd-shim-runc-v2 ctr) $(PODSLO_RUNC) \
+	$(addprefix $(PODSLO_CNI_DIR)/,bridge host-local loopback)
+
+# Each is built in the module cache's copy of its release (read-only; the
+# output goes to a temporary name in the cache, then moved), with its
+# release build's tags and version stamp, without the storage drivers and
+# the Rust library the node does not use.
+module_dir = $$(cd / && $(GO) mod download -json $(1)@$(2) | sed -n 's|^[[:space:]]*"Dir": "\(.*\)",$$|\1|p')
+
+$(PODSLO_CONTAINERD_DIR)/containerd $(PODSLO_CONTAINERD_DIR)/ctr:
+	@mkdir -p $(@D)
+	dir=$(call module_dir,github.com/containerd/containerd/v2,$(CONTAINERD_VERSION)) && test -n "$$dir" && cd "$$dir" && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -tags 'urfave_cli_no_docs no_btrfs no_devmapper no_zfs' \
+	    -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)' -o $@.tmp ./cmd/$(@F) && mv $@.tmp $@
+
+$(PODSLO_CONTAINERD_DIR)/containerd-shim-runc-v2:
+	@mkdir -p $(@D)
+	dir=$(call module_dir,github.com/containerd/containerd/v2,$(CONTAINERD_VERSION)) && test -n "$$dir" && cd "$$dir" && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -tags 'urfave_cli_no_docs no_grpc' \
+	    -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)' -o $@.tmp ./cmd/$(@F) && mv $@.tmp $@
+
+$(PODSLO_RUNC):
+	@mkdir -p $(@D)
+	dir=$(call module_dir,github.com/opencontainers/runc,$(RUNC_VERSION)) && test -n "$$dir" && cd "$$dir" && \
+	  CGO_ENABLED=1 $(GO) build -trimpath -buildmode=pie -tags 'seccomp urfave_cli_no_docs' -o $@.tmp . && mv $@.tmp $@
+
+$(addprefix $(PODSLO_CNI_DIR)/,bridge loopback):
+	@mkdir -p $(@D)
+	dir=$(call module_dir,github.com/containernetworking/plugins,$(CNI_PLUGINS_VERSION)) && test -n "$$dir" && cd "$$dir" && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)' -o $@.tmp ./plugins/main/$(@F) && mv $@.tmp $@
+
+$(PODSLO_CNI_DIR)/host-local:
+	@mkdir -p $(@D)
+	dir=$(call module_dir,github.com/containernetworking/plugins,$(CNI_PLUGINS_VERSION)) && test -n "$$dir" && cd "$$dir" && \
+	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)' -o $@.tmp ./plugins/ipam/$(@F) && mv $@.tmp $@
 
 ## kwokbin: kwok and kwokctl, pinned in hack/kwok (about 3.5 minutes cold
 ## on 2 cores).
@@ -207,8 +269,11 @@ manifests: helmbin
 	$(GO) generate ./charts
 
 ## lint: gofmt, go vet and go mod tidy -diff, in podslo and every separate
-## module (hack/*, dashboards/lint).
+## module (hack/*, dashboards/lint), and no test that skips but under -short
+## (`make test` must fail, not pass, when a test cannot run).
 lint:
+	@out=$$(git grep -n -B2 -E '\b[tb]\.Skip(f|Now)?\(' -- '*_test.go' '*.go' ':!hack/tools' | awk '/testing\.Short\(\)/ { ok = NR } /[tb]\.Skip(f|Now)?\(/ && !/not a test/ && (NR - ok > 2 || !ok) { print }'); \
+	  if [ -n "$$out" ]; then echo "a test skips outside -short (make test must fail instead):"; echo "$$out"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) mod tidy -diff
@@ -320,6 +385,17 @@ $(KSMBIN):
 	@mkdir -p $(@D)
 	dir=$$(cd / && $(GO) mod download -json k8s.io/kube-state-metrics/v2@$(KSM_VERSION) | sed -n 's|^[[:space:]]*"Dir": "\(.*\)",$$|\1|p'); \
 	test -n "$$dir" && cd "$$dir" && $(GO) build -trimpath -o $@.tmp . && mv $@.tmp $@
+
+## test-versions: the real-node suite (e2e/realnode) against each supported
+## Kubernetes minor (hack/versions/matrix.sh; VERSIONS overrides the list),
+## each built from its module and cached by version like the default one,
+## with the same containerd, runc and CNI plugins; rewrites the matrix in
+## docs/compatibility.md. Not part of `make test`: about 15 minutes a
+## version cold on 2 cores (the build), 5 warm. Needs root.
+VERSIONS ?=
+.PHONY: test-versions
+test-versions:
+	hack/versions/matrix.sh $(VERSIONS)
 
 ## clean: remove bin/. The caches of built binaries stay (see TESTBIN).
 clean:

@@ -12,9 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 )
 
-// cniBinDir is where Debian's containernetworking-plugins installs them.
-const cniBinDir = "/usr/lib/cni"
-
 // A pod whose name starts with SlowPodPrefix gets its network
 // SlowSandboxDelay late (the chained CNI plugin podslo-delay, which the
 // sleeper command also is): a sandbox slow enough for a test to restart
@@ -55,24 +52,25 @@ func (n *Node) startContainerd() error {
 	if err := os.WriteFile(filepath.Join(cniConf, "10-podslo.conflist"), []byte(conflist), 0o644); err != nil {
 		return err
 	}
-	// Debian's plugins, and the sleeper as podslo-delay once it is built,
-	// in a bin dir of the node's own.
+	// The plugins `make runtimebin` built, and the sleeper as podslo-delay
+	// once it is built, in a bin dir of the node's own.
 	cniBin := filepath.Join(n.dir, "cni-bin")
 	if err := os.MkdirAll(cniBin, 0o755); err != nil {
 		return err
 	}
 	for _, p := range cniPlugins {
-		if err := os.Symlink(filepath.Join(cniBinDir, p), filepath.Join(cniBin, p)); err != nil {
+		if err := os.Symlink(filepath.Join(n.rt.cniDir, p), filepath.Join(cniBin, p)); err != nil {
 			return err
 		}
 	}
-	config := fmt.Sprintf(`version = 2
+	// containerd 2's configuration format (version 3): the CRI's runtime
+	// and image settings are plugins of their own.
+	config := fmt.Sprintf(`version = 3
 root = %[1]q
 state = %[2]q
-# Only the snapshotter the CRI uses. (The v1 runtime must stay: 1.6's
-# tasks service, and so the CRI, fail to load without it.)
+# Only the snapshotter the CRI uses.
 disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.devmapper"]
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.erofs"]
 
 [grpc]
   address = %[3]q
@@ -82,44 +80,54 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 [plugins."io.containerd.internal.v1.opt"]
   path = %[4]q
 
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %[5]q
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = %[5]q
+  # A hosts.toml per registry (StartRegistry), read at each pull: the
+  # tests' registry on loopback speaks plain HTTP.
+  [plugins."io.containerd.cri.v1.images".registry]
+    config_path = %[9]q
+
+[plugins."io.containerd.cri.v1.runtime"]
   # Root here lacks CAP_SYS_RESOURCE, so runc cannot set the pause
   # container's oom_score_adj (-998) below its own. Without this, every
   # sandbox fails: "runc create failed: unable to start container process:
   # can't get final child's PID from pipe: EOF".
   restrict_oom_score_adj = true
-  # A port of its own for exec/attach/port-forward, on loopback.
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
   # Pod network namespaces under the state dir, not /var/run/netns, so that
   # teardown finds every one of them among the mounts under dir.
   netns_mounts_under_state_dir = true
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.runtime".containerd]
     default_runtime_name = "runc"
     # The handler of the tests' RuntimeClass "runc".
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
       runtime_type = "io.containerd.runc.v2"
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+      # The shim built with this containerd, not one found in $PATH (a
+      # distribution's older containerd may have put its own there).
+      runtime_path = %[10]q
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
         # cgroupfs, as the kubelet's cgroupDriver: there is no systemd.
         SystemdCgroup = false
         # runc's state under dir, not /run/containerd/runc.
         Root = %[8]q
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = %[6]q
+        BinaryName = %[11]q
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = [%[6]q]
     conf_dir = %[7]q
-  # A hosts.toml per registry (StartRegistry), read at each pull: the
-  # tests' registry on loopback speaks plain HTTP.
-  [plugins."io.containerd.grpc.v1.cri".registry]
-    config_path = %[9]q
+
+[plugins."io.containerd.grpc.v1.cri"]
+  # A port of its own for exec/attach/port-forward, on loopback.
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
 `, filepath.Join(n.dir, "containerd"), filepath.Join(n.dir, "containerd-state"), n.Socket,
-		filepath.Join(n.dir, "containerd-opt"), Image, cniBin, cniConf, filepath.Join(n.dir, "runc"), n.registryHosts())
+		filepath.Join(n.dir, "containerd-opt"), Image, cniBin, cniConf, filepath.Join(n.dir, "runc"), n.registryHosts(),
+		filepath.Join(n.rt.containerdDir, "containerd-shim-runc-v2"), n.rt.runc)
 	cfg := filepath.Join(n.dir, "containerd.toml")
 	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
 		return err
 	}
-	p := n.start("containerd", "containerd", "--config", cfg)
+	p := n.start("containerd", filepath.Join(n.rt.containerdDir, "containerd"), "--config", cfg)
 	n.poll(p, "containerd serving", time.Minute, func() bool { return n.ctr("version") == nil })
 	// containerd serves even when its CRI plugin failed to load; the
 	// kubelet would then fail with "unknown service runtime.v1.RuntimeService".
@@ -161,7 +169,7 @@ func (n *Node) ctr(args ...string) error {
 }
 
 func (n *Node) ctrOutput(args ...string) (string, error) {
-	cmd := exec.Command("ctr", append([]string{"--address", n.Socket, "--namespace", "k8s.io"}, args...)...)
+	cmd := exec.Command(n.rt.ctr(), append([]string{"--address", n.Socket, "--namespace", "k8s.io"}, args...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("ctr %s: %w\n%s", strings.Join(args, " "), err, out)

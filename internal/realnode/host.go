@@ -25,13 +25,13 @@ const (
 	// netns_mounts_under_state_dir pin pod network namespaces.
 	netnsDir = "/var/run/netns"
 	// cniResults is libcni's cache of each attachment's result, a path
-	// containerd 1.6 does not let us move.
+	// containerd does not let us move.
 	cniResults = "/var/lib/cni/results"
 	cniNetwork = "podslo-realnode"
 )
 
 // fixedDirs are the paths outside dir the runtime writes to whatever its
-// configuration: containerd 1.6's shim sockets and libcni's cache. Teardown
+// configuration: containerd's shim sockets and libcni's cache. Teardown
 // removes those that did not exist before the node started, once empty.
 var fixedDirs = []string{"/run/containerd/s", "/run/containerd", cniResults, "/var/lib/cni", netnsDir}
 

@@ -56,6 +56,7 @@ type Node struct {
 	t     testing.TB
 	dir   string
 	bin   string
+	rt    runtimeBins
 	procs []*proc // in start order; stopped in reverse
 	// What the host had before, to tell what the node left behind.
 	netnsBefore   map[string]bool
@@ -68,9 +69,10 @@ type Node struct {
 // kube-scheduler, kube-controller-manager, containerd, a kubelet registered
 // as NodeName and kube-proxy, and tears everything down in t.Cleanup, also
 // when the test fails; the teardown fails the test if anything is left
-// behind. It needs root, the binaries of `make nodebin`, and Debian's
-// containerd, runc, containernetworking-plugins, iproute2 and iptables: a
-// missing one fails the test, and only `go test -short` skips.
+// behind. It needs root, the binaries of `make nodebin` (the control
+// plane, kubelet and kube-proxy, and `make runtimebin`'s containerd, runc
+// and CNI plugins), and Debian's iproute2 and iptables: a missing one fails
+// the test, and only `go test -short` skips.
 // opts are further options of the control plane (internal/testenv).
 func Start(t testing.TB, opts ...testenv.Option) *Node {
 	t.Helper()
@@ -89,14 +91,13 @@ func Start(t testing.TB, opts ...testenv.Option) *Node {
 			t.Fatalf("test binary %s missing in %s (run `make nodebin`): %v", b, bin, err)
 		}
 	}
-	for _, b := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "ip", "iptables", "iptables-save", "ip6tables-save"} {
-		if _, err := exec.LookPath(b); err != nil {
-			t.Fatalf("%s not found (Debian: apt-get install containerd runc iproute2 iptables): %v", b, err)
-		}
+	rt, err := findRuntime()
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, p := range cniPlugins {
-		if _, err := os.Stat(filepath.Join(cniBinDir, p)); err != nil {
-			t.Fatalf("CNI plugin %s missing in %s (Debian: apt-get install containernetworking-plugins): %v", p, cniBinDir, err)
+	for _, b := range []string{"ip", "iptables", "iptables-save", "ip6tables-save"} {
+		if _, err := exec.LookPath(b); err != nil {
+			t.Fatalf("%s not found (Debian: apt-get install iproute2 iptables): %v", b, err)
 		}
 	}
 	lockMachine(t)
@@ -107,7 +108,7 @@ func Start(t testing.TB, opts ...testenv.Option) *Node {
 	if err != nil {
 		t.Fatalf("temp dir: %v", err)
 	}
-	n := &Node{Socket: filepath.Join(dir, "containerd.sock"), t: t, dir: dir, bin: bin, netnsBefore: netnsNames()}
+	n := &Node{Socket: filepath.Join(dir, "containerd.sock"), t: t, dir: dir, bin: bin, rt: rt, netnsBefore: netnsNames()}
 	n.ipForward = readTrim("/proc/sys/net/ipv4/ip_forward")
 	n.started = time.Now()
 	n.existedBefore = map[string]bool{}
@@ -316,10 +317,10 @@ containerRuntimeEndpoint: unix://%[4]s
 # exits ("kubelet is configured to not run on a host using cgroup v1").
 failCgroupV1: false
 # cgroupfs, as containerd's runc runtime here (SystemdCgroup false): there is
-# no systemd to create slices. containerd 1.6 cannot tell the kubelet its
-# driver (no RuntimeConfig), and with systemd the kubelet looks for
+# no systemd to create slices, and with systemd the kubelet looks for
 # podslo_realnode.slice ("invalid configuration: cgroup has some missing
-# paths").
+# paths"). containerd 2 also tells the kubelet its driver (RuntimeConfig);
+# the two agree.
 cgroupDriver: cgroupfs
 cgroupRoot: /%[5]s
 failSwapOn: false

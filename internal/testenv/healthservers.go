@@ -28,7 +28,7 @@ const healthServersEnv = "PODSLO_TESTENV_HEALTH_SERVERS"
 func HealthServersChild(t *testing.T) {
 	n, flap, ok := strings.Cut(os.Getenv(healthServersEnv), ",")
 	if !ok {
-		t.Skip("only run by StartHealthServers")
+		t.Skip("only run by StartHealthServers") // not a test: the helper process's entry
 	}
 	count, err := strconv.Atoi(n)
 	if err != nil {

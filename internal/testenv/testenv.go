@@ -91,8 +91,14 @@ func repoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
-// KubernetesVersion is the k8s.io/kubernetes version hack/tools pins.
+// KubernetesVersion is the k8s.io/kubernetes version hack/tools pins, or
+// $PODSLO_K8S_VERSION when set (the Makefile exports it).
 func KubernetesVersion() (string, error) {
+	// The version matrix (make test-versions) runs the tests against other
+	// versions' binaries, and says which.
+	if v := os.Getenv("PODSLO_K8S_VERSION"); v != "" {
+		return v, nil
+	}
 	mod, err := os.ReadFile(filepath.Join(repoRoot(), "hack", "tools", "go.mod"))
 	if err != nil {
 		return "", err
