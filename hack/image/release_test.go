@@ -37,7 +37,16 @@ func TestRelease(t *testing.T) {
 	rel := currentRelease(t)
 	v := rel.version
 	dir := *releaseDir
-	binaries := map[string]string{"linux/amd64": "podslo-" + v + ".linux-amd64", "linux/arm64": "podslo-" + v + ".linux-arm64"}
+	// One binary per platform of the image (TestImageLayout checks that
+	// they are linux/amd64 and linux/arm64).
+	builtIdx, _ := openLayout(t, *layoutDir)
+	builtManifest, err := builtIdx.IndexManifest()
+	require.NoError(t, err)
+	binaries := map[string]string{}
+	for _, m := range builtManifest.Manifests {
+		require.NotNil(t, m.Platform)
+		binaries[m.Platform.OS+"/"+m.Platform.Architecture] = "podslo-" + v + "." + m.Platform.OS + "-" + m.Platform.Architecture
+	}
 	imageArchive, chart, changelog := "podslo-image-"+v+".oci.tar", "podslo-"+v+".tgz", "CHANGELOG-"+v+".md"
 	artifacts := append([]string{imageArchive, chart, changelog}, slices.Collect(maps.Values(binaries))...)
 
