@@ -52,7 +52,7 @@ IMAGE_SOURCE ?= https://github.com/podslo/podslo
 IMAGE_LICENSES ?= NOASSERTION
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build image image-test test demo e2e unit testbin clusterbin nodebin runtimebin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
+.PHONY: build image image-test release test demo e2e unit testbin clusterbin nodebin runtimebin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
 
 ## build: bin/podslo, the release build (static, stamped with VERSION and the
 ## commit). The default target.
@@ -72,7 +72,42 @@ image:
 
 ## image-test: check the layout make image wrote, and run its binary.
 image-test: image
-	cd hack/image && $(GO) test -count=1 .
+	cd hack/image && $(GO) test -count=1 -skip '^TestRelease$$' .
+
+## release: everything release $(VERSION) ships, in bin/release, offline:
+## the image layout as an OCI archive (podslo-image-$(VERSION).oci.tar:
+## skopeo copy --all oci-archive:bin/release/podslo-image-$(VERSION).oci.tar
+## docker://$(IMAGE):$(VERSION) pushes it), the static binaries, the
+## packaged chart (podslo-$(VERSION).tgz: helm push it to oci://...), the
+## release's CHANGELOG.md section (CHANGELOG-$(VERSION).md) and SHA256SUMS
+## of them all; then it checks them (hack/image's TestRelease). Refused
+## while Chart.yaml's version or appVersion is not VERSION, CHANGELOG.md has
+## no "## $(VERSION)" section, or the tree has uncommitted changes. Every
+## file is dated with the commit, so a commit always gives the same
+## checksums.
+RELEASE_DIR := bin/release
+CHART_VERSION := $(shell sed -n 's/^version:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}[[:space:]]*$$/\1/p' charts/podslo/Chart.yaml)
+CHART_APP_VERSION := $(shell sed -n 's/^appVersion:[[:space:]]*"\{0,1\}\([^"]*\)"\{0,1\}[[:space:]]*$$/\1/p' charts/podslo/Chart.yaml)
+COMMIT_TIME := $(shell git log -1 --format=%ct)
+release: image helmbin
+	@if [ "$(CHART_VERSION)" != "$(VERSION)" ] || [ "$(CHART_APP_VERSION)" != "$(VERSION)" ]; then \
+	  echo "charts/podslo/Chart.yaml has version '$(CHART_VERSION)' and appVersion '$(CHART_APP_VERSION)', VERSION is '$(VERSION)': make them agree"; exit 1; fi
+	@grep -qx '## $(VERSION)' CHANGELOG.md || { echo "CHANGELOG.md has no section '## $(VERSION)'"; exit 1; }
+	@case "$(REVISION)" in *-dirty) echo "uncommitted changes: a release is built from a commit (git status)"; exit 1;; esac
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	tar --create --file $(RELEASE_DIR)/podslo-image-$(VERSION).oci.tar --format=ustar --sort=name \
+	  --mtime=@$(COMMIT_TIME) --owner=0 --group=0 --numeric-owner --mode=u+rw,go+r,go-w -C bin/image .
+	$(foreach p,$(IMAGE_PLATFORMS),cp bin/$(subst /,_,$(p))/podslo $(RELEASE_DIR)/podslo-$(VERSION).$(subst /,-,$(p)) && touch -d @$(COMMIT_TIME) $(RELEASE_DIR)/podslo-$(VERSION).$(subst /,-,$(p)) && ) true
+	# helm package dates each file with its mtime: a copy dated with the commit.
+	chart=$$(mktemp -d) && trap 'rm -rf "$$chart"' EXIT && cp -R charts/podslo "$$chart/podslo" && \
+	  find "$$chart/podslo" -exec touch -d @$(COMMIT_TIME) {} + && \
+	  HELM_CACHE_HOME="$$chart/cache" HELM_CONFIG_HOME="$$chart/config" HELM_DATA_HOME="$$chart/data" \
+	  $(HELM) package "$$chart/podslo" --destination $(RELEASE_DIR)
+	awk '/^## / { in_section = ($$0 == "## $(VERSION)") } in_section' CHANGELOG.md > $(RELEASE_DIR)/CHANGELOG-$(VERSION).md
+	touch -d @$(COMMIT_TIME) $(RELEASE_DIR)/*
+	cd $(RELEASE_DIR) && sha256sum -- $$(ls | grep -vx SHA256SUMS) > SHA256SUMS
+	cd hack/image && $(GO) test -count=1 -run '^TestRelease$$' . -args -release ../../$(RELEASE_DIR)
+	@echo "release $(VERSION) in $(RELEASE_DIR):" && cat $(RELEASE_DIR)/SHA256SUMS
 
 ## test: lint, build and check the image, build the real control plane if
 ## missing, run every test with -race, then the end-to-end test and the

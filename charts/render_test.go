@@ -153,7 +153,7 @@ func TestDefaults(t *testing.T) {
 	pod := sts.Spec.Template.Spec
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
-	assert.Equal(t, "ghcr.io/podslo/podslo:0.1.0", c.Image, "the chart's appVersion")
+	assert.Equal(t, "ghcr.io/podslo/podslo:"+releaseVersion(t), c.Image, "the chart's appVersion, VERSION")
 	assert.Equal(t, []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=info"}, c.Args)
 	assert.Equal(t, "podslo-exporter", pod.ServiceAccountName)
 	// 90% of 512Mi.

@@ -31,7 +31,7 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Expor
 		SilenceErrors: true,
 	}
 	root.SetErr(stderr)
-	root.SetVersionTemplate(version.Print("podslo") + "\n")
+	root.SetVersionTemplate(versionText())
 	root.AddCommand(newExporterCommand(stderr, runExporter))
 	root.AddCommand(newAgentCommand(stderr, startAgent))
 	root.AddCommand(newDemoCommand(os.Stdout, stderr))

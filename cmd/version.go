@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
+
+	"github.com/podslo/podslo/store"
 )
 
 // The release build (make build, make image, the Dockerfile) stamps the
@@ -22,11 +24,28 @@ func init() {
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the version, revision, branch, build user and date, and Go version",
+		Short: "Print the version, revision, branch, build user and date, Go version, and the state formats read and written",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintln(cmd.OutOrStdout(), version.Print("podslo"))
+			_, err := fmt.Fprint(cmd.OutOrStdout(), versionText())
 			return err
 		},
 	}
+}
+
+// versionText is what `podslo version` and `podslo --version` print:
+// prometheus/common's version lines, then the state formats.
+func versionText() string {
+	return version.Print("podslo") + "\n  state formats:    " + stateFormats() + "\n"
+}
+
+// stateFormats says which formats of the state directory this binary reads
+// and which it writes: what decides whether an upgrade or a rollback onto
+// a state is safe (CHANGELOG.md).
+func stateFormats() string {
+	reads := fmt.Sprint(store.OldestFormat)
+	if store.NewestFormat != store.OldestFormat {
+		reads += " to " + fmt.Sprint(store.NewestFormat)
+	}
+	return fmt.Sprintf("reads %s, writes %d", reads, store.WriteFormat)
 }

@@ -68,10 +68,14 @@ func TestChartDashboardMetadata(t *testing.T) {
 		"--set", "monitoring.dashboards.labels.team=platform",
 		"--set", "monitoring.dashboards.annotations.grafana_folder=podslo")
 	require.Len(t, cms, 4)
+	// The chart's version and appVersion are VERSION (charts' TestVersionsAgree).
+	raw, err := os.ReadFile("../VERSION")
+	require.NoError(t, err)
+	version := strings.TrimSpace(string(raw))
 	for name, cm := range cms {
 		assert.Equal(t, "grafana", cm.Metadata.Namespace, name)
 		assert.Equal(t, map[string]string{
-			"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/version": "0.1.0", "helm.sh/chart": "podslo-0.1.0",
+			"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/version": version, "helm.sh/chart": "podslo-" + version,
 			"dashboards.example.com/grafana": "podslo", "team": "platform",
 		}, cm.Metadata.Labels, name)
 		assert.Equal(t, map[string]string{"grafana_folder": "podslo"}, cm.Metadata.Annotations, name)

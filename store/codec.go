@@ -50,6 +50,17 @@ const (
 	maxFormat = 2
 )
 
+// The state's record formats, as `podslo version` reports them, so that an
+// operator can tell before an upgrade or a rollback whether a release can
+// read a state: this release reads every format from OldestFormat to
+// NewestFormat (each one a podslo release ever wrote, 0.1.0's format 1
+// among them) and writes WriteFormat.
+const (
+	OldestFormat = podRecordV1
+	NewestFormat = maxFormat
+	WriteFormat  = podRecordV2
+)
+
 var (
 	// errDecode is a record that does not parse though its checksum, if it
 	// has one, holds: a bug, or a writer that broke the rules.

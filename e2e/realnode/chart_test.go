@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,30 +78,7 @@ func TestChartOnARealNode(t *testing.T) {
 	// 1. The image, as `make image` built it, in the node's containerd.
 	require.NoError(t, node.ImportOCILayout(layout))
 
-	// The exporter's state: a hostPath PV under the node's directory, for
-	// the controller-manager to bind the StatefulSet's claim to. A hostPath
-	// ignores fsGroup (issue 26, defect 6), so the directory is made the
-	// exporter's (uid 65532) here, as an administrator would.
-	state := filepath.Join(node.Dir(), "podslo-state")
-	require.NoError(t, os.Mkdir(state, 0o700))
-	require.NoError(t, os.Chown(state, 65532, 65532))
-	_, err = c.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
-		ObjectMeta:  metav1.ObjectMeta{Name: chartClass},
-		Provisioner: "kubernetes.io/no-provisioner",
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	dirType := corev1.HostPathDirectory
-	_, err = c.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: "podslo-state"},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			StorageClassName:              chartClass,
-			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: state, Type: &dirType}},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err)
+	createStateVolume(t, node)
 
 	// 2. The chart, as the README installs it on a cluster without the
 	// Prometheus Operator's CRDs, with this node's own values.
@@ -133,7 +111,7 @@ func TestChartOnARealNode(t *testing.T) {
 	// uninstall` keeps it; uninstallChart checks that it does.
 	claim := "state-" + chartRelease + "-podslo-exporter-0"
 	assert.Contains(t, rel.Info.Notes, "the PersistentVolumeClaim "+claim+".\n`helm uninstall` keeps it")
-	m := regexp.MustCompile(`kubectl -n ` + chartNamespace + ` delete pvc -l (\S+)`).FindStringSubmatch(rel.Info.Notes)
+	m := regexpNotesSelector.FindStringSubmatch(rel.Info.Notes)
 	require.NotNil(t, m, "the notes' command that starts over:\n%s", rel.Info.Notes)
 	rel.keptSelector = m[1]
 	t.Logf("chart installed %v after the start (%d objects); notes:\n%s", time.Since(began).Round(time.Millisecond), len(objs), rel.Info.Notes)
@@ -167,7 +145,7 @@ func TestChartOnARealNode(t *testing.T) {
 	info := fams["podslo_build_info"]
 	require.NotNil(t, info, "podslo_build_info")
 	require.Len(t, info.GetMetric(), 1)
-	assert.Equal(t, "0.1.0", label(info.GetMetric()[0], "version"), "the image's podslo version")
+	assert.Equal(t, releaseVersion(t), label(info.GetMetric()[0], "version"), "the image's podslo version, VERSION")
 
 	// A pod of a RuntimeClass of its own, created after the exporter runs:
 	// its sandbox creation is the only one in that class, and the chart's
@@ -269,6 +247,50 @@ func TestChartOnARealNode(t *testing.T) {
 	// Last: it writes Stable False on the pod.
 	assert.NoError(t, testenv.PatchStableCondition(asAgent, ns, "probe"), "the agent's token on its own node's pod")
 	t.Logf("Stable written and the admission policy checked %v after the start", time.Since(began).Round(time.Millisecond))
+}
+
+// regexpNotesSelector finds, in the release notes, the label selector of
+// the claims `helm uninstall` keeps, in the command that starts over.
+var regexpNotesSelector = regexp.MustCompile(`kubectl -n ` + chartNamespace + ` delete pvc -l (\S+)`)
+
+// createStateVolume makes the exporter's state volume: a hostPath PV under
+// the node's directory, of StorageClass chartClass, for the
+// controller-manager to bind the StatefulSet's claim to. A hostPath
+// ignores fsGroup (issue 26, defect 6), so the directory is made the
+// exporter's (uid 65532) here, as an administrator would.
+func createStateVolume(t *testing.T, node *realnode.Node) {
+	t.Helper()
+	ctx := context.Background()
+	c := node.Client
+	state := filepath.Join(node.Dir(), "podslo-state")
+	require.NoError(t, os.Mkdir(state, 0o700))
+	require.NoError(t, os.Chown(state, 65532, 65532))
+	_, err := c.StorageV1().StorageClasses().Create(ctx, &storagev1.StorageClass{
+		ObjectMeta:  metav1.ObjectMeta{Name: chartClass},
+		Provisioner: "kubernetes.io/no-provisioner",
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	dirType := corev1.HostPathDirectory
+	_, err = c.CoreV1().PersistentVolumes().Create(ctx, &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "podslo-state"},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			StorageClassName:              chartClass,
+			PersistentVolumeSource:        corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: state, Type: &dirType}},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+}
+
+// releaseVersion is the VERSION file: the version make image stamps into
+// the image and its tag, and the chart's version and appVersion.
+func releaseVersion(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(charts.Root(), "VERSION"))
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
 }
 
 // decodeAll splits helm's output into objects.

@@ -1,0 +1,389 @@
+package realnode_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	nodev1 "k8s.io/api/node/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/charts"
+	"github.com/podslo/podslo/internal/realnode"
+	"github.com/podslo/podslo/internal/testenv"
+)
+
+// The previous release, whose chart and image `helm upgrade` replaces, as
+// exporter/upgrade_test.go names it: its state is format 1.
+const (
+	previousVersion = "0.1.0"
+	previousCommit  = "3b7944d1236f4f7ea1fd33c1712bc8ad427d6f2f"
+)
+
+// TestChartUpgradeAndRollbackOnARealNode installs chart 0.1.0 with its
+// image, both built from 0.1.0's commit, on a real node, then `helm
+// upgrade`s to this chart and image, upgrades once more, and `helm
+// rollback`s to this release's first revision and then to 0.1.0, with the
+// README's commands, once on a cluster without the Prometheus Operator's
+// CRDs and once with them served. Every revision runs on the same state
+// claim. The upgrade and the rollback within this release count nothing
+// twice and lose nothing; the rollback to 0.1.0 is neither refused nor
+// safe, and does what CHANGELOG.md says: 0.1.0 drops the records it
+// cannot read.
+func TestChartUpgradeAndRollbackOnARealNode(t *testing.T) {
+	for _, operator := range []bool{false, true} {
+		name := "without the Prometheus Operator's CRDs"
+		if operator {
+			name = "with the Prometheus Operator's CRDs"
+		}
+		t.Run(name, func(t *testing.T) { chartUpgradeAndRollback(t, operator) })
+	}
+}
+
+func chartUpgradeAndRollback(t *testing.T, operator bool) {
+	layout := filepath.Join(charts.Root(), "bin", "image")
+	if _, err := os.Stat(filepath.Join(layout, "index.json")); err != nil {
+		t.Fatalf("no image layout in %s: run `make image` first (make test does): %v", layout, err)
+	}
+	helm, err := charts.Helm()
+	require.NoError(t, err)
+	version := releaseVersion(t)
+	prevChart, prevLayout := previousRelease(t)
+
+	began := time.Now()
+	s := startSuite(t, testenv.APIServerFlagUnset("disable-admission-plugins"))
+	node := s.node
+	ctx := context.Background()
+	c := node.Client
+	if operator {
+		crds := testenv.PrometheusOperatorCRDs(t)
+		node.InstallCRDs(t,
+			filepath.Join(crds, "monitoring.coreos.com_servicemonitors.yaml"),
+			filepath.Join(crds, "monitoring.coreos.com_podmonitors.yaml"),
+			filepath.Join(crds, "monitoring.coreos.com_prometheusrules.yaml"))
+	}
+	require.NoError(t, node.ImportOCILayout(prevLayout), "the image of %s", previousVersion)
+	require.NoError(t, node.ImportOCILayout(layout), "the image of %s", version)
+	createStateVolume(t, node)
+
+	// The README's commands: without the operator's CRDs, the flags it
+	// gives for such a cluster. 0.1.0 rendered its PrometheusRules
+	// whatever the cluster served (issue 26, defect 4), so its install
+	// there also turns them off; this chart leaves them out by itself.
+	common := []string{"--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig,
+		"--set", "agent.enabled=true",
+		// No registry is reachable: the imported images or nothing.
+		"--set", "image.pullPolicy=Never",
+		"--set", "exporter.persistence.storageClassName=" + chartClass}
+	readme := common
+	if !operator {
+		readme = append(append([]string(nil), common...), "--set", "exporter.serviceMonitor.enabled=false,agent.podMonitor.enabled=false")
+	}
+	install := append([]string{"install", chartRelease, prevChart, "--create-namespace", "--output", "json"}, readme...)
+	if !operator {
+		install = append(install, "--set", "monitoring.rules.enabled=false,monitoring.alerts.enabled=false")
+	}
+
+	rel := &installedRelease{}
+	t.Cleanup(func() { uninstallChart(t, node, helm, rel) })
+	out, err := charts.Run(helm, install...)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(out, rel), "helm install's output: %s", out)
+	require.Equal(t, "deployed", rel.Info.Status)
+	rel.objects = decodeAll(t, []byte(rel.Manifest))
+	assertOperatorObjects(t, rel, operator, previousVersion)
+	claim := "state-" + chartRelease + "-podslo-exporter-0"
+	m := regexpNotesSelector.FindStringSubmatch(rel.Info.Notes)
+	require.NotNil(t, m, "the notes' command that starts over:\n%s", rel.Info.Notes)
+	rel.keptSelector = m[1]
+
+	// Revision 1: 0.1.0 observes a pod of its own RuntimeClass.
+	exporter := waitExporter(t, node, previousVersion, "")
+	pvc, err := c.CoreV1().PersistentVolumeClaims(chartNamespace).Get(ctx, claim, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "podslo-state", pvc.Spec.VolumeName)
+	_, err = c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "runc"}, Handler: "runc"}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		_, err := c.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil
+	}, 30*time.Second, 100*time.Millisecond, "no default service account in %s", ns)
+	observe(t, s, exporter, "before-upgrade", 1)
+	carried := runcSeries(t, exporter.url)
+	require.NotEmpty(t, carried)
+	t.Logf("%s installed and observing %v after the start", previousVersion, time.Since(began).Round(time.Millisecond))
+
+	// Revision 2: `helm upgrade` to this chart, with the README's command.
+	upgrade := func(extra ...string) *installedRelease {
+		t.Helper()
+		args := append(append([]string{"upgrade", chartRelease, charts.ChartDir(), "--output", "json"}, readme...), extra...)
+		out, err := charts.Run(helm, args...)
+		require.NoError(t, err)
+		r := &installedRelease{}
+		require.NoError(t, json.Unmarshal(out, r), "helm upgrade's output: %s", out)
+		require.Equal(t, "deployed", r.Info.Status)
+		r.objects = decodeAll(t, []byte(r.Manifest))
+		return r
+	}
+	assertOperatorObjects(t, upgrade(), operator, version)
+	exporter = waitExporter(t, node, version, exporter.uid)
+	assertSameClaim(t, node, claim, pvc.UID)
+	// Everything 0.1.0 showed of the class, the same; then one more pod,
+	// counted once.
+	assertCarried(t, exporter.url, carried, "after the upgrade from "+previousVersion)
+	waitCurrent(t, exporter.url)
+	observe(t, s, exporter, "after-upgrade", 2)
+	t.Logf("upgraded to %s, the state carried, %v after the start", version, time.Since(began).Round(time.Millisecond))
+
+	// Revision 3: an upgrade within this release; revision 4: `helm
+	// rollback` to revision 2, the same release on the same state: safe.
+	carried = runcSeries(t, exporter.url)
+	upgrade("--set", "logLevel=debug")
+	exporter = waitExporter(t, node, version, exporter.uid)
+	assertCarried(t, exporter.url, carried, "after the upgrade to revision 3")
+	_, err = charts.Run(helm, "rollback", chartRelease, "2", "--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig)
+	require.NoError(t, err)
+	exporter = waitExporter(t, node, version, exporter.uid)
+	assertSameClaim(t, node, claim, pvc.UID)
+	assertCarried(t, exporter.url, carried, "after the rollback to revision 2")
+	observe(t, s, exporter, "after-rollback", 3)
+
+	// Revision 5: `helm rollback` to 0.1.0's revision. Nothing refuses it
+	// (CHANGELOG.md), and 0.1.0 drops the records it cannot read: every
+	// one this release wrote or rewrote.
+	_, err = charts.Run(helm, "rollback", chartRelease, "1", "--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig)
+	require.NoError(t, err, "a rollback to %s (CHANGELOG.md: nothing refuses it)", previousVersion)
+	exporter = waitExporter(t, node, previousVersion, exporter.uid)
+	assertSameClaim(t, node, claim, pvc.UID)
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		load := counterBy(scrape(ct, exporter.url)["podslo_store_operations_total"], "operation", "result")
+		assert.Positive(ct, load["load,error"], "records %s could not read", previousVersion)
+	}, 30*time.Second, 100*time.Millisecond, "%s dropped no record of this release's state", previousVersion)
+	logs, err := c.CoreV1().Pods(chartNamespace).GetLogs(exporter.name, &corev1.PodLogOptions{}).DoRaw(ctx)
+	require.NoError(t, err)
+	assert.Contains(t, string(logs), "Dropping unreadable state record", "%s's log", previousVersion)
+
+	history, err := charts.Run(helm, "history", chartRelease, "--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig, "--output", "json")
+	require.NoError(t, err)
+	var revisions []struct {
+		Revision   int    `json:"revision"`
+		Status     string `json:"status"`
+		Chart      string `json:"chart"`
+		AppVersion string `json:"app_version"`
+	}
+	require.NoError(t, json.Unmarshal(history, &revisions), "helm history: %s", history)
+	var got []string
+	for _, r := range revisions {
+		got = append(got, strconv.Itoa(r.Revision)+" "+r.Status+" "+r.Chart+" "+r.AppVersion)
+	}
+	prev, cur := "podslo-"+previousVersion, "podslo-"+version
+	assert.Equal(t, []string{
+		"1 superseded " + prev + " " + previousVersion, "2 superseded " + cur + " " + version, "3 superseded " + cur + " " + version,
+		"4 superseded " + cur + " " + version, "5 deployed " + prev + " " + previousVersion,
+	}, got, "helm history")
+	t.Logf("rolled back to %s %v after the start", previousVersion, time.Since(began).Round(time.Millisecond))
+}
+
+// exporterPod is the chart's exporter pod, and where it serves /metrics.
+type exporterPod struct {
+	name, url string
+	uid       types.UID
+}
+
+// waitExporter waits until the StatefulSet's pod is one other than the pod
+// with UID replaced, runs podslo version's image and is Ready, and the
+// agent is Ready too; then it checks the version the exporter reports.
+func waitExporter(t *testing.T, node *realnode.Node, version string, replaced types.UID) exporterPod {
+	t.Helper()
+	ctx := context.Background()
+	c := node.Client
+	name := chartRelease + "-podslo-exporter-0"
+	image := "ghcr.io/podslo/podslo:" + version
+	var pod *corev1.Pod
+	if !assertEventually(t, func() bool {
+		p, err := c.CoreV1().Pods(chartNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID == replaced || p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != image {
+			return false
+		}
+		ds, err := c.AppsV1().DaemonSets(chartNamespace).Get(ctx, chartRelease+"-podslo-agent", metav1.GetOptions{})
+		if err != nil || ds.Status.UpdatedNumberScheduled != 1 || ds.Status.NumberReady != 1 {
+			return false
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.Status.PodIP != "" {
+				pod = p
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute) {
+		logChartPods(t, node)
+		t.Fatalf("no Ready exporter pod of %s after the one with UID %q", image, replaced)
+	}
+	url := "http://" + pod.Status.PodIP + ":8080"
+	info := scrape(t, url)["podslo_build_info"]
+	require.NotNil(t, info, "podslo_build_info")
+	require.Len(t, info.GetMetric(), 1)
+	require.Equal(t, version, label(info.GetMetric()[0], "version"), "the version the exporter of %s reports", image)
+	return exporterPod{name: pod.Name, url: url, uid: pod.UID}
+}
+
+// observe creates a pod of RuntimeClass runc and waits until the exporter
+// counts want sandbox creations in that class, as many as the pods'
+// conditions show: each pod once.
+func observe(t *testing.T, s *suite, exporter exporterPod, name string, want uint64) {
+	t.Helper()
+	s.createPod(name, inClass("runc"))
+	require.Eventually(t, func() bool {
+		_, _, _, ready := s.tr.creations()
+		return uint64(ready) == want
+	}, time.Minute, 100*time.Millisecond, "the sandbox of pod %s never became ready", name)
+	count, _, _, _ := s.tr.creations()
+	require.Equal(t, want, count["runc"])
+	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
+		got, _ := histogramByClass(scrape(ct, exporter.url)["podslo_sandbox_creation_duration_seconds"])
+		assert.Equal(ct, want, got["runc"])
+	}, 30*time.Second, 100*time.Millisecond, "the sandbox creations of class runc the exporter %s counts", exporter.name)
+}
+
+// runcSeries is every podslo series of RuntimeClass runc that is not a
+// pod's own (per-pod series come from the watch, not the state), by its
+// text, with each histogram's count, sum and buckets: what the state
+// carries. Only the test's runc pods are in that class; the chart's own
+// pods, which an upgrade replaces, are not.
+func runcSeries(t require.TestingT, url string) map[string]float64 {
+	out := map[string]float64{}
+	for name, f := range scrape(t, url) {
+		for _, m := range f.GetMetric() {
+			if label(m, "runtime_class") != "runc" || label(m, "uid") != "" {
+				continue
+			}
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			key := name + "{" + strings.Join(labels, ",") + "}"
+			switch {
+			case m.GetHistogram() != nil:
+				h := m.GetHistogram()
+				out[key+"_count"] = float64(h.GetSampleCount())
+				out[key+"_sum"] = h.GetSampleSum()
+				for _, b := range h.GetBucket() {
+					out[key+"_bucket_le_"+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)] = float64(b.GetCumulativeCount())
+				}
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[key] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// assertCarried checks that the exporter at url shows every series of
+// carried at the same value: nothing lost, nothing counted twice.
+func assertCarried(t *testing.T, url string, carried map[string]float64, when string) {
+	t.Helper()
+	var got map[string]float64
+	if !assertEventually(t, func() bool {
+		got = runcSeries(t, url)
+		for k, v := range carried {
+			if got[k] != v {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second) {
+		for k, v := range carried {
+			assert.Equal(t, v, got[k], "series %s %s", k, when)
+		}
+	}
+}
+
+// assertSameClaim checks that the state's claim is still the one with UID
+// uid, bound.
+func assertSameClaim(t *testing.T, node *realnode.Node, claim string, uid types.UID) {
+	t.Helper()
+	pvc, err := node.Client.CoreV1().PersistentVolumeClaims(chartNamespace).Get(context.Background(), claim, metav1.GetOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, uid, pvc.UID, "the claim %s is the one the install made", claim)
+	assert.Equal(t, corev1.ClaimBound, pvc.Status.Phase)
+	assert.Equal(t, "podslo-state", pvc.Spec.VolumeName)
+}
+
+// assertOperatorObjects checks the release's objects of the Prometheus
+// Operator's API: with its CRDs, the monitors and the rules; without,
+// none.
+func assertOperatorObjects(t *testing.T, rel *installedRelease, operator bool, version string) {
+	t.Helper()
+	var got []string
+	for _, o := range rel.objects {
+		if o.GroupVersionKind().Group == "monitoring.coreos.com" {
+			got = append(got, o.GetKind()+"/"+o.GetName())
+		}
+	}
+	if !operator {
+		assert.Empty(t, got, "chart %s on a cluster without the Prometheus Operator's CRDs", version)
+		return
+	}
+	assert.ElementsMatch(t, []string{
+		"ServiceMonitor/" + chartRelease + "-podslo-exporter", "PodMonitor/" + chartRelease + "-podslo-agent",
+		"PrometheusRule/" + chartRelease + "-podslo-rules", "PrometheusRule/" + chartRelease + "-podslo-alerts",
+	}, got, "chart %s with the Prometheus Operator's CRDs", version)
+}
+
+// previousRelease builds release 0.1.0's chart and image from its commit
+// (git archive: the test needs a clone with history), as its own
+// Makefile's `make image` did, for this machine's architecture, and caches
+// both by commit next to the control-plane binaries.
+func previousRelease(t *testing.T) (chart, layout string) {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	require.NoError(t, err)
+	dir := filepath.Join(bin, "podslo-release-"+previousVersion+"-"+previousCommit[:12]+"-"+runtime.GOARCH)
+	chart, layout = filepath.Join(dir, "chart", "podslo"), filepath.Join(dir, "image")
+	if _, err := os.Stat(filepath.Join(layout, "index.json")); err == nil {
+		return chart, layout
+	}
+	run := func(dir string, env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s %s: %s", name, strings.Join(args, " "), out)
+		return strings.TrimSpace(string(out))
+	}
+	src := t.TempDir()
+	run(charts.Root(), nil, "sh", "-c", `git archive --format=tar "$1" | tar -x -C "$2"`, "sh", previousCommit, src)
+	created := run(charts.Root(), []string{"TZ=UTC"}, "git", "log", "-1", "--date=format-local:%Y-%m-%dT%H:%M:%SZ", "--format=%cd", previousCommit)
+	const pkg = "github.com/prometheus/common/version"
+	ldflags := "-s -w -X " + pkg + ".Version=" + previousVersion + " -X " + pkg + ".Revision=" + previousCommit +
+		" -X " + pkg + ".Branch=main -X " + pkg + ".BuildDate=" + created
+	binary := filepath.Join(src, "bin", "podslo")
+	run(src, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", binary, ".")
+
+	tmp := dir + ".tmp"
+	require.NoError(t, os.RemoveAll(tmp))
+	require.NoError(t, os.MkdirAll(filepath.Join(tmp, "chart"), 0o755))
+	run(filepath.Join(src, "hack", "image"), nil, "go", "run", ".", "--out", filepath.Join(tmp, "image"),
+		"--name", "ghcr.io/podslo/podslo", "--version", previousVersion, "--revision", previousCommit, "--created", created,
+		"--source", "https://github.com/podslo/podslo", "--licenses", "NOASSERTION", "--ca-certs", "/etc/ssl/certs/ca-certificates.crt",
+		"--binary", "linux/"+runtime.GOARCH+"="+binary)
+	run(src, nil, "cp", "-R", filepath.Join(src, "charts", "podslo"), filepath.Join(tmp, "chart", "podslo"))
+	require.NoError(t, os.RemoveAll(dir))
+	require.NoError(t, os.Rename(tmp, dir))
+	return chart, layout
+}
