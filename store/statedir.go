@@ -16,6 +16,59 @@ import (
 // a freshly formatted volume (a PVC) holds before podslo writes anything.
 var badgerFile = regexp.MustCompile(`^(MANIFEST|KEYREGISTRY|DISCARD|LOCK|\d+\.(sst|vlog|mem)|.*\.tmp|lost\+found)$`)
 
+// formatMarker is a file in the state directory that names the newest
+// format written there. It is not badger's, and that is its point: 0.1.0,
+// which deletes every record it cannot read, refuses to start on a
+// directory holding a file that is not badger's, so a rollback to 0.1.0
+// onto a state this release wrote stops with the state untouched instead
+// of losing it. A later release that writes a newer format rewrites it,
+// and this release refuses to start on a marker newer than it reads.
+const formatMarker = "PODSLO_STATE_FORMAT"
+
+// writeFormatMarker writes the marker for WriteFormat, unless it already
+// names it or a newer format: through a temporary file, synced, then
+// renamed, so that a crash leaves the old marker or the new one.
+func writeFormatMarker(dir string) error {
+	path := filepath.Join(dir, formatMarker)
+	if f, err := readFormatMarker(path); err == nil && f >= WriteFormat {
+		return nil
+	}
+	tmp := path + ".tmp"
+	content := fmt.Sprintf("podslo state format %d\n", WriteFormat)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return fmt.Errorf("write state format marker %q: %w", path, err)
+	}
+	_, err = f.WriteString(content)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("write state format marker %q: %w", path, err)
+	}
+	return nil
+}
+
+// readFormatMarker reads the format a marker names.
+func readFormatMarker(path string) (byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	var f int
+	if _, err := fmt.Sscanf(string(b), "podslo state format %d\n", &f); err != nil || f < 1 || f > 255 {
+		return 0, fmt.Errorf("state format marker %q says %q, not \"podslo state format N\"", path, b)
+	}
+	return byte(f), nil
+}
+
 // checkStateDir makes sure dir can hold podslo's state before badger opens
 // it, so that each problem of the machine gets an error that names it:
 // badger reports them as text, with the errno lost. It creates a missing
@@ -45,6 +98,16 @@ func checkStateDir(dir string) (fresh bool, err error) {
 	fresh = true
 	for _, e := range entries {
 		name := e.Name()
+		if name == formatMarker {
+			f, err := readFormatMarker(filepath.Join(dir, name))
+			if err != nil {
+				return false, fmt.Errorf("state dir %q: %w", dir, err)
+			}
+			if f > NewestFormat {
+				return false, fmt.Errorf("state dir %q was written in format %d by a later release (%s): %w", dir, f, formatMarker, ErrNewerFormat)
+			}
+			continue
+		}
 		if !badgerFile.MatchString(name) {
 			return false, fmt.Errorf("state dir %q holds %q, which is not podslo state: point --state-dir at an empty directory or one podslo created", dir, name)
 		}

@@ -262,3 +262,52 @@ func TestFreeSpaceIsCheckedAtMostEveryRecheck(t *testing.T) {
 	}
 	assert.Equal(t, 10, calls)
 }
+
+// The first write marks the state directory with the format it is written
+// in: a file badger does not use, which 0.1.0 (that deletes every record it
+// cannot read) refuses to start on, so a rollback stops instead of losing
+// the state. This release reads its own marker and a state without one.
+func TestTheFirstWriteMarksTheFormat(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	_, err := os.Stat(filepath.Join(dir, formatMarker))
+	assert.ErrorIs(t, err, os.ErrNotExist, "opening writes nothing")
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 10, LastSandboxReady: 10}, Meta: meta("a")}))
+	got, err := os.ReadFile(filepath.Join(dir, formatMarker))
+	require.NoError(t, err)
+	assert.Equal(t, fmt.Sprintf("podslo state format %d\n", WriteFormat), string(got))
+	require.NoError(t, s.Close())
+
+	// 0.1.0's own check of the directory (store/statedir.go at its commit)
+	// accepts badger's files only: the marker is not one of them.
+	assert.False(t, badgerFile.MatchString(formatMarker), "0.1.0 must refuse a directory with the marker")
+
+	s = open(t, dir)
+	got2, ok := s.Get(uidA)
+	assert.True(t, ok, "this release reads its marked state")
+	assert.Equal(t, int64(10), got2.FirstSandboxReady)
+}
+
+func TestANewerFormatMarkerIsRefusedAndKept(t *testing.T) {
+	dir := t.TempDir()
+	s := open(t, dir)
+	require.NoError(t, s.Apply(Change{UID: uidA, State: lifecycle.State{FirstSandboxReady: 10, LastSandboxReady: 10}, Meta: meta("a")}))
+	require.NoError(t, s.Close())
+	marker := filepath.Join(dir, formatMarker)
+	for _, tc := range []struct{ content, want string }{
+		{fmt.Sprintf("podslo state format %d\n", NewestFormat+1), "was written in format"},
+		{"not a marker", `says "not a marker"`},
+	} {
+		require.NoError(t, os.WriteFile(marker, []byte(tc.content), 0o600))
+		before, _ := os.ReadDir(dir)
+		err := stateDirError(t, dir)
+		assert.Contains(t, err.Error(), tc.want)
+		if tc.want == "was written in format" {
+			assert.ErrorIs(t, err, ErrNewerFormat)
+		}
+		after, _ := os.ReadDir(dir)
+		assert.Equal(t, len(before), len(after), "nothing added or removed")
+		got, _ := os.ReadFile(marker)
+		assert.Equal(t, tc.content, string(got), "the marker is kept")
+	}
+}

@@ -211,6 +211,9 @@ type Store struct {
 	// new state) because the filesystem was full at Open; the first write
 	// after space returns reopens it read-write. Guarded by mu.
 	readOnly bool
+	// formatMarked: the state directory's format marker is written
+	// (writeFormatMarker), so records in WriteFormat may be.
+	formatMarked bool
 	// spaceCheckedAt is when free space was last found short; guarded by
 	// mu. A full filesystem is looked at again at most once a second.
 	spaceCheckedAt time.Time
@@ -579,8 +582,24 @@ func (s *Store) Apply(c Change) error {
 }
 
 // ensureSpace refuses a write while the filesystem is short of space, and
-// reopens a state opened read-only once space is back. Called with mu held.
+// reopens a state opened read-only once space is back; then it makes sure
+// the state directory says which format it is written in before anything
+// is (writeFormatMarker). Called with mu held.
 func (s *Store) ensureSpace() error {
+	if err := s.checkSpace(); err != nil {
+		return err
+	}
+	if s.opts.Dir == InMemory || s.formatMarked {
+		return nil
+	}
+	if err := writeFormatMarker(s.opts.Dir); err != nil {
+		return err
+	}
+	s.formatMarked = true
+	return nil
+}
+
+func (s *Store) checkSpace() error {
 	if s.opts.Dir == InMemory {
 		return nil
 	}

@@ -38,9 +38,9 @@ const (
 // README's commands, once on a cluster without the Prometheus Operator's
 // CRDs and once with them served. Every revision runs on the same state
 // claim. The upgrade and the rollback within this release count nothing
-// twice and lose nothing; the rollback to 0.1.0 is neither refused nor
-// safe, and does what CHANGELOG.md says: 0.1.0 drops the records it
-// cannot read.
+// twice and lose nothing; the rollback to 0.1.0 is refused at its start,
+// as CHANGELOG.md says, with the state untouched, and a rollback to this
+// release again finds everything.
 func TestChartUpgradeAndRollbackOnARealNode(t *testing.T) {
 	for _, operator := range []bool{false, true} {
 		name := "without the Prometheus Operator's CRDs"
@@ -159,20 +159,32 @@ func chartUpgradeAndRollback(t *testing.T, operator bool) {
 	assertCarried(t, exporter.url, carried, "after the rollback to revision 2")
 	observe(t, s, exporter, "after-rollback", 3)
 
-	// Revision 5: `helm rollback` to 0.1.0's revision. Nothing refuses it
-	// (CHANGELOG.md), and 0.1.0 drops the records it cannot read: every
-	// one this release wrote or rewrote.
+	// Revision 5: `helm rollback` to 0.1.0's revision. 0.1.0 deletes every
+	// record it cannot read, so it must not run on this state: it refuses
+	// to start on a state directory holding a file that is not badger's,
+	// and this release's first write left one (the format marker). The
+	// rollback is refused at start-up, the state left as it was
+	// (CHANGELOG.md).
+	carried = runcSeries(t, exporter.url)
 	_, err = charts.Run(helm, "rollback", chartRelease, "1", "--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig)
-	require.NoError(t, err, "a rollback to %s (CHANGELOG.md: nothing refuses it)", previousVersion)
-	exporter = waitExporter(t, node, previousVersion, exporter.uid)
+	require.NoError(t, err, "helm rollback to %s: helm itself does not refuse it", previousVersion)
+	refused := waitRefused(t, node, previousVersion, exporter.uid)
+	assert.Contains(t, refused, "PODSLO_STATE_FORMAT", "%s's error names the marker", previousVersion)
+	assert.Contains(t, refused, "which is not podslo state", "%s refuses the state directory", previousVersion)
 	assertSameClaim(t, node, claim, pvc.UID)
-	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-		load := counterBy(scrape(ct, exporter.url)["podslo_store_operations_total"], "operation", "result")
-		assert.Positive(ct, load["load,error"], "records %s could not read", previousVersion)
-	}, 30*time.Second, 100*time.Millisecond, "%s dropped no record of this release's state", previousVersion)
-	logs, err := c.CoreV1().Pods(chartNamespace).GetLogs(exporter.name, &corev1.PodLogOptions{}).DoRaw(ctx)
+
+	// Revision 6: back to this release, which finds everything where it was.
+	// A StatefulSet does not replace a pod that never became Ready (its
+	// "forced rollback"): the pod of the refused revision is deleted by
+	// hand, as the README says.
+	_, err = charts.Run(helm, "rollback", chartRelease, "4", "--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig)
 	require.NoError(t, err)
-	assert.Contains(t, string(logs), "Dropping unreadable state record", "%s's log", previousVersion)
+	require.NoError(t, c.CoreV1().Pods(chartNamespace).Delete(ctx, chartRelease+"-podslo-exporter-0", metav1.DeleteOptions{}))
+	exporter = waitExporter(t, node, version, "")
+	assertSameClaim(t, node, claim, pvc.UID)
+	assertCarried(t, exporter.url, carried, "after the refused rollback to "+previousVersion+" and the roll forward")
+	waitCurrent(t, exporter.url)
+	observe(t, s, exporter, "after-refused-rollback", 4)
 
 	history, err := charts.Run(helm, "history", chartRelease, "--namespace", chartNamespace, "--kubeconfig", node.Kubeconfig, "--output", "json")
 	require.NoError(t, err)
@@ -190,9 +202,9 @@ func chartUpgradeAndRollback(t *testing.T, operator bool) {
 	prev, cur := "podslo-"+previousVersion, "podslo-"+version
 	assert.Equal(t, []string{
 		"1 superseded " + prev + " " + previousVersion, "2 superseded " + cur + " " + version, "3 superseded " + cur + " " + version,
-		"4 superseded " + cur + " " + version, "5 deployed " + prev + " " + previousVersion,
+		"4 superseded " + cur + " " + version, "5 superseded " + prev + " " + previousVersion, "6 deployed " + cur + " " + version,
 	}, got, "helm history")
-	t.Logf("rolled back to %s %v after the start", previousVersion, time.Since(began).Round(time.Millisecond))
+	t.Logf("rollback to %s refused, rolled forward %v after the start", previousVersion, time.Since(began).Round(time.Millisecond))
 }
 
 // exporterPod is the chart's exporter pod, and where it serves /metrics.
@@ -237,6 +249,37 @@ func waitExporter(t *testing.T, node *realnode.Node, version string, replaced ty
 	require.Len(t, info.GetMetric(), 1)
 	require.Equal(t, version, label(info.GetMetric()[0], "version"), "the version the exporter of %s reports", image)
 	return exporterPod{name: pod.Name, url: url, uid: pod.UID}
+}
+
+// waitRefused waits until the StatefulSet's pod, other than the one with
+// UID replaced, runs version's image and its exporter has exited with an
+// error at least once, and returns the end of that run's log.
+func waitRefused(t *testing.T, node *realnode.Node, version string, replaced types.UID) string {
+	t.Helper()
+	ctx := context.Background()
+	c := node.Client
+	name := chartRelease + "-podslo-exporter-0"
+	image := "ghcr.io/podslo/podslo:" + version
+	var pod *corev1.Pod
+	if !assertEventually(t, func() bool {
+		p, err := c.CoreV1().Pods(chartNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || p.UID == replaced || p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != image {
+			return false
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == p.Spec.Containers[0].Name && cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0 {
+				pod = p
+				return true
+			}
+		}
+		return false
+	}, 2*time.Minute) {
+		logChartPods(t, node)
+		t.Fatalf("the exporter of %s never exited with an error", image)
+	}
+	logs, err := c.CoreV1().Pods(chartNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name, Previous: true}).DoRaw(ctx)
+	require.NoError(t, err)
+	return string(logs)
 }
 
 // observe creates a pod of RuntimeClass runc and waits until the exporter
