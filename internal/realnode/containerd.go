@@ -170,9 +170,13 @@ func (n *Node) ctr(args ...string) error {
 
 func (n *Node) ctrOutput(args ...string) (string, error) {
 	cmd := exec.Command(n.rt.ctr(), append([]string{"--address", n.Socket, "--namespace", "k8s.io"}, args...)...)
-	out, err := cmd.CombinedOutput()
+	// Standard output only: containerd 2's ctr warns on standard error (the
+	// cgroup v1 deprecation, on this host), which is no container ID.
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("ctr %s: %w\n%s", strings.Join(args, " "), err, out)
+		return "", fmt.Errorf("ctr %s: %w\n%s%s", strings.Join(args, " "), err, out, stderr.String())
 	}
 	return string(out), nil
 }
