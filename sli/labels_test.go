@@ -116,3 +116,28 @@ func TestLabelNamesMatchValues(t *testing.T) {
 	pod := PerPod()[0]
 	assert.Equal(t, append(append([]string(nil), PodSeriesLabels...), "label_app"), pod.MetricFamily().LabelNames(h.Names(), []string{"label_app"}), "per-pod series carry no histogram labels")
 }
+
+// TestHistogramLabelsValidate: a HistogramLabels built in code, not
+// parsed, is checked as ParseHistogramLabels checks it.
+func TestHistogramLabelsValidate(t *testing.T) {
+	tests := []struct {
+		labels HistogramLabels
+		err    string
+	}{
+		{HistogramLabels{{Name: "team", Source: FromLabel, Key: "team"}}, ""},
+		{HistogramLabels{{Name: "1team", Source: FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
+		{HistogramLabels{{Name: "__team", Source: FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
+		{HistogramLabels{{Name: "runtime_class", Source: FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
+		{HistogramLabels{{Name: "a", Source: FromLabel, Key: "x"}, {Name: "a", Source: FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
+		{HistogramLabels{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label", "annotation", "node-label" or "owner-kind", got "field"`},
+		{HistogramLabels{{Name: "a", Source: FromLabel}}, `histogram label "a": key must not be empty`},
+	}
+	for _, tt := range tests {
+		err := tt.labels.Validate()
+		if tt.err == "" {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorContains(t, err, tt.err)
+		}
+	}
+}
