@@ -77,15 +77,9 @@ type controller struct {
 	probes *probeWorkers
 }
 
-func newController(client kubernetes.Interface, o *Options, m *metrics, pm *probeMetrics, events eventrecord.EventRecorder) (*controller, error) {
-	owner, err := conditions.NewOwner(o.StableConditionType)
-	if err != nil {
-		return nil, fmt.Errorf("stable condition type: %w", err)
-	}
-	probeOwner, err := conditions.NewOwner(o.ProbeConditionType)
-	if err != nil {
-		return nil, fmt.Errorf("probe condition type: %w", err)
-	}
+// newController builds the controller from the validated options and the
+// owners of the Stable and probe condition types, which New parsed.
+func newController(client kubernetes.Interface, o *Options, owner, probeOwner conditions.Owner, m *metrics, pm *probeMetrics, events eventrecord.EventRecorder) (*controller, error) {
 	c := &controller{
 		node:   o.NodeName,
 		client: client,

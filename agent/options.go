@@ -122,10 +122,16 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// validate reports every invalid option at once, so an operator fixes them
-// in one go; New calls it once, after setDefaults.
-func (o *Options) validate() error {
-	var errs []error
+// resolve reports every invalid option at once, so an operator fixes them
+// in one go, and returns what the agent is built from: the web config and
+// the owners of the condition types, each parsed here only. New calls it
+// once, after setDefaults.
+func (o *Options) resolve() (config, error) {
+	var (
+		cfg  config
+		errs []error
+		err  error
+	)
 	if o.NodeName == "" {
 		errs = append(errs, ErrNoNodeName)
 	} else if msgs := validation.IsDNS1123Subdomain(o.NodeName); len(msgs) > 0 {
@@ -134,20 +140,16 @@ func (o *Options) validate() error {
 	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
 	}
-	if _, _, err := serve.WebSecurity(o.WebConfigFile); err != nil {
-		errs = append(errs, fmt.Errorf("--web.config.file %q: %w", o.WebConfigFile, err))
+	if cfg.web, err = serve.LoadWebConfig(o.WebConfigFile); err != nil {
+		errs = append(errs, fmt.Errorf("--%s %q: %w", serve.WebConfigFlag, o.WebConfigFile, err))
 	}
-	if o.StableConditionType != "" {
-		if _, err := conditions.NewOwner(o.StableConditionType); err != nil {
-			errs = append(errs, fmt.Errorf("--stable-condition-type: %w", err))
-		}
+	if cfg.stable, err = conditions.NewOwner(o.StableConditionType); err != nil {
+		errs = append(errs, fmt.Errorf("--stable-condition-type: %w", err))
 	}
-	if o.ProbeConditionType != "" {
-		if _, err := conditions.NewOwner(o.ProbeConditionType); err != nil {
-			errs = append(errs, fmt.Errorf("--probe-condition-type: %w", err))
-		} else if o.ProbeConditionType == o.StableConditionType {
-			errs = append(errs, fmt.Errorf("--probe-condition-type %q: must differ from --stable-condition-type", o.ProbeConditionType))
-		}
+	if cfg.probe, err = conditions.NewOwner(o.ProbeConditionType); err != nil {
+		errs = append(errs, fmt.Errorf("--probe-condition-type: %w", err))
+	} else if o.ProbeConditionType == o.StableConditionType {
+		errs = append(errs, fmt.Errorf("--probe-condition-type %q: must differ from --stable-condition-type", o.ProbeConditionType))
 	}
 	if o.MinProbePeriod < 0 {
 		errs = append(errs, fmt.Errorf("--min-probe-period must not be negative, got %s", o.MinProbePeriod))
@@ -158,5 +160,8 @@ func (o *Options) validate() error {
 	if o.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("shutdown timeout must not be negative, got %s", o.ShutdownTimeout))
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return config{}, errors.Join(errs...)
+	}
+	return cfg, nil
 }

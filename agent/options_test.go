@@ -3,11 +3,17 @@ package agent
 import (
 	"errors"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/testenv"
 )
 
 func TestDefaults(t *testing.T) {
@@ -96,4 +102,30 @@ func TestValidate(t *testing.T) {
 			assert.Equal(t, tc.opts.NodeName == "", errors.Is(err, ErrNoNodeName))
 		})
 	}
+}
+
+// TestNewResolvesOnce: New loads the web config and parses the condition
+// types once, reporting every bad one at once with its flag, and the agent
+// is built from what it parsed.
+func TestNewResolvesOnce(t *testing.T) {
+	typo := filepath.Join(t.TempDir(), "web-config.yml")
+	require.NoError(t, os.WriteFile(typo, []byte("tls_config:\n  cert_file: tls.crt\n"), 0o600))
+	_, err := New(Options{NodeName: "node-a", WebConfigFile: typo, StableConditionType: "Stable", ProbeConditionType: "ProbeReady"})
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		`--web.config.file "` + typo + `": yaml: unmarshal errors:`,
+		`--stable-condition-type: new owner: `,
+		`--probe-condition-type: new owner: `,
+	} {
+		assert.Equal(t, 1, strings.Count(msg, want), "reported once: %s\nin:\n%s", want, msg)
+	}
+
+	wc := testenv.WriteWebConfig(t, map[string]string{"prometheus": "s3cret"})
+	a, err := New(Options{NodeName: "node-a", WebConfigFile: wc.Path, StableConditionType: "example.com/Stable"})
+	require.NoError(t, err)
+	assert.Equal(t, serve.WebConfig{File: wc.Path, TLS: true, BasicAuth: true}, a.cfg.web)
+	assert.True(t, a.cfg.stable.Owns("example.com/Stable"))
+	assert.False(t, a.cfg.stable.Owns(DefaultStableConditionType))
+	assert.True(t, a.cfg.probe.Owns(DefaultProbeConditionType))
 }

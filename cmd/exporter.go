@@ -46,10 +46,6 @@ func newExporterCommand(stderr io.Writer, run func(context.Context, *exporter.Ex
 			// Zero would silently become the default too.
 			return fmt.Errorf("--watch-time-tolerance must be at least 1ms, got 0s")
 		}
-		if opts.Scope.TotalShards == 0 {
-			// Zero would silently become the default, one shard.
-			return fmt.Errorf("--total-shards must be at least 1, got 0")
-		}
 		opts.Logger = log
 		e, err := exporter.New(opts)
 		if err != nil {

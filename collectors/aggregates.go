@@ -23,14 +23,12 @@ var sandboxCreationPending = &sli.MetricFamily{
 	Labels: labelList("runtime_class", "storage_class", "user_error"),
 }
 
-// aggregateDesc is an aggregated family's descriptor with its type, as
-// node_exporter's typedDesc, and the values of its extra label (nil for
-// none).
+// aggregateDesc is an aggregated family's descriptor with its
+// declaration, whose type it exposes (as node_exporter's typedDesc) and
+// whose label order it writes and reads series in.
 type aggregateDesc struct {
-	desc        *prometheus.Desc
-	typ         sli.Type
-	extraLabel  bool
-	labelValues []string
+	desc *prometheus.Desc
+	spec *sli.AggregateSpec
 }
 
 // SLIs exports the aggregated SLI series persisted in the store, and the
@@ -75,12 +73,10 @@ func NewSLIs(s *store.Store, labels Labels, log *slog.Logger, opts ...SLIsOption
 	}
 	for _, a := range sli.Aggregates() {
 		id := a.ID(labels.Histogram)
-		d := aggregateDesc{desc: desc(a.MetricFamily(), labels), typ: a.Type, extraLabel: a.Label != ""}
 		if a.Type == sli.Counter {
 			c.counters = append(c.counters, id)
-			d.labelValues = a.LabelDomain
 		}
-		c.byStore[id] = d
+		c.byStore[id] = aggregateDesc{desc: desc(a.MetricFamily(), labels), spec: a}
 	}
 	for _, o := range opts {
 		o(c)
@@ -108,15 +104,15 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 			// under another --histogram-label set.
 			return
 		}
-		known.addSeries(labels, d.extraLabel)
-		if d.typ == sli.Counter {
+		known.addSeries(d.spec, labels)
+		if d.spec.Type == sli.Counter {
 			exists[seriesKey(family, labels)] = true
 		}
 		var (
 			m   prometheus.Metric
 			err error
 		)
-		if d.typ == sli.Histogram {
+		if d.spec.Type == sli.Histogram {
 			m, err = newHistogramMetric(d.desc, bounds, agg, labels)
 		} else {
 			m, err = prometheus.NewConstMetricWithCreatedTimestamp(d.desc, prometheus.CounterValue, agg.Value, createdTime(agg), labels...)
@@ -168,17 +164,14 @@ func (c *SLIs) collectZeros(ch chan<- prometheus.Metric, known *knownDims, exist
 	var labels []string
 	for _, family := range c.counters {
 		d := c.byStore[family]
-		extra := d.labelValues
+		extra := d.spec.LabelDomain
 		if extra == nil {
+			// No extra label: one series per label set.
 			extra = []string{""}
 		}
 		known.each(func(runtime, storage string, histogram []string) {
 			for _, v := range extra {
-				labels = append(labels[:0], runtime, storage)
-				if d.labelValues != nil {
-					labels = append(labels, v)
-				}
-				labels = append(labels, histogram...)
+				labels = d.spec.AppendLabelValues(labels[:0], runtime, storage, v, histogram)
 				if exists[seriesKey(family, labels)] {
 					continue
 				}
@@ -217,19 +210,12 @@ func newKnownDims(histogramLabels int) *knownDims {
 // classNone is informers.ClassNone, the class label of a pod without one.
 const classNone = "none"
 
-// addSeries adds the label set of an aggregated series, whose labels are the
-// class labels, the family's extra label if it has one, then the histogram
-// labels. A series persisted under another --histogram-label set is left
-// out.
-func (k *knownDims) addSeries(labels []string, extraLabel bool) {
-	n := len(sli.ClassLabels) + k.histogramLabels
-	if extraLabel {
-		n++
+// addSeries adds the label set of a series of a. A series persisted under
+// another --histogram-label set is left out.
+func (k *knownDims) addSeries(a *sli.AggregateSpec, labels []string) {
+	if runtime, storage, histogram, ok := a.ParseLabelValues(labels, k.histogramLabels); ok {
+		k.add(runtime, storage, histogram)
 	}
-	if len(labels) != n {
-		return
-	}
-	k.add(labels[0], labels[1], labels[len(labels)-k.histogramLabels:])
 }
 
 // addPod adds the label set a pod's observations would carry.

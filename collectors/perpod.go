@@ -52,10 +52,10 @@ func NewPerPod(s *store.Store, labels Labels) *PerPod {
 	return &PerPod{store: s, families: sli.PerPod(), names: sorted, order: order, now: time.Now}
 }
 
-// labelValues are the values of sli.PodSeriesLabels, then of the pod labels.
+// labelValues are a pod's values of its series' labels, in the order of
+// the families' LabelNames.
 func labelValues(buf []string, uid types.UID, m *store.PodMeta) []string {
-	buf = append(buf[:0], m.Namespace, m.Name, string(uid), m.Node, m.RuntimeClass, m.StorageClass)
-	return append(buf, m.PodLabels...)
+	return sli.AppendPodLabelValues(buf[:0], m.Namespace, m.Name, string(uid), m.Node, m.RuntimeClass, m.StorageClass, m.PodLabels)
 }
 
 // Write writes every per-pod family in format. For the text formats it

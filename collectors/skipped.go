@@ -11,19 +11,9 @@ import (
 	"github.com/podslo/podslo/store"
 )
 
-var (
-	observationsSkipped = &sli.MetricFamily{
-		Name: "podslo_observations_skipped_total", Type: sli.Counter, Stability: sli.Alpha,
-		Help:   "Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.",
-		Labels: labelList("sli", "reason"),
-	}
-	observationsByPrecision = &sli.MetricFamily{
-		Name: "podslo_observations_total", Type: sli.Counter, Stability: sli.Alpha,
-		Help:   "Observations made into podslo's histograms, by SLI and precision: millisecond when both ends were timed by the watch while it was current, second when either end is a one-second condition time.",
-		Labels: labelList("sli", "precision"),
-	}
-	skippedFamilies = []*sli.MetricFamily{observationsSkipped, observationsByPrecision}
-)
+// skippedFamilies are declared in sli, next to the label values the
+// pipeline writes their series with.
+var skippedFamilies = []*sli.MetricFamily{sli.Skipped, sli.Observations}
 
 // Skipped exports the persisted counts of what became of observations:
 // skipped, by reason, and made, by precision.
@@ -33,21 +23,21 @@ type Skipped struct {
 	desc      *prometheus.Desc
 	precision *prometheus.Desc
 	// measured maps the store family ID of each histogram (under the
-	// configured histogram labels) to its SLI's name.
-	measured map[string]string
+	// configured histogram labels) to its SLI.
+	measured map[string]lifecycle.SLI
 }
 
 // NewSkipped returns the observation-accounting collector over s; labels
 // are the configured histogram label names, which the store family IDs
 // carry.
 func NewSkipped(s *store.Store, labels Labels, log *slog.Logger) *Skipped {
-	measured := map[string]string{}
+	measured := map[string]lifecycle.SLI{}
 	for _, a := range sli.Aggregates() {
 		if m, ok := a.Kind.SLI(); ok && a.Type == sli.Histogram {
-			measured[a.ID(labels.Histogram)] = m.String()
+			measured[a.ID(labels.Histogram)] = m
 		}
 	}
-	return &Skipped{store: s, log: log, desc: desc(observationsSkipped, Labels{}), precision: desc(observationsByPrecision, Labels{}), measured: measured}
+	return &Skipped{store: s, log: log, desc: desc(sli.Skipped, Labels{}), precision: desc(sli.Observations, Labels{}), measured: measured}
 }
 
 // Describe implements prometheus.Collector.
@@ -58,7 +48,7 @@ func (c *Skipped) Collect(ch chan<- prometheus.Metric) {
 	exists := map[string]bool{}
 	// Each histogram series counts its observations in milliseconds: the
 	// rest of its count was measured in seconds.
-	precise, seconds := map[string]uint64{}, map[string]uint64{}
+	precise, seconds := map[lifecycle.SLI]uint64{}, map[lifecycle.SLI]uint64{}
 	c.store.Aggregates(func(family string, labels []string, agg *store.Aggregate) {
 		if m, ok := c.measured[family]; ok && agg.Histogram != nil {
 			precise[m] += agg.Histogram.Precise
@@ -80,15 +70,14 @@ func (c *Skipped) Collect(ch chan<- prometheus.Metric) {
 	// skip (issue 26): 40 series. Every measured SLI has both precisions,
 	// summed over its histogram's series: 10 series.
 	for _, sk := range lifecycle.Skips() {
-		labels := []string{sk.SLI.String(), sk.Reason.String()}
+		labels := sli.SkipLabelValues(sk)
 		if !exists[seriesKey(sli.FamilySkipped, labels)] {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.CounterValue, 0, labels...)
 		}
 	}
 	for _, s := range lifecycle.MeasuredSLIs() {
-		name := s.String()
-		ch <- prometheus.MustNewConstMetric(c.precision, prometheus.CounterValue, float64(precise[name]), name, sli.Precision(true))
-		ch <- prometheus.MustNewConstMetric(c.precision, prometheus.CounterValue, float64(seconds[name]), name, sli.Precision(false))
+		ch <- prometheus.MustNewConstMetric(c.precision, prometheus.CounterValue, float64(precise[s]), sli.PrecisionLabelValues(s, true)...)
+		ch <- prometheus.MustNewConstMetric(c.precision, prometheus.CounterValue, float64(seconds[s]), sli.PrecisionLabelValues(s, false)...)
 	}
 }
 

@@ -86,14 +86,15 @@ func (d *Demo) ensureBinaries(ctx context.Context) error {
 		if _, err := os.Stat(out); err == nil {
 			continue
 		}
-		if err := d.build(ctx, b, out); err != nil {
+		if err := d.buildBinary(ctx, b, out); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (d *Demo) build(ctx context.Context, b binary, out string) error {
+// buildBinary builds b into out as the Makefile does.
+func (d *Demo) buildBinary(ctx context.Context, b binary, out string) error {
 	dir := filepath.Join(d.opts.SourceDir, b.module)
 	// The bar counts packages: go build -v names each one it compiles, and
 	// go list -deps says how many there can be (cached ones are not named,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -23,6 +24,9 @@ import (
 type Demo struct {
 	// opts are the options with their defaults, validated.
 	opts Options
+	// agentAddrs are the agents' addresses, one per node from
+	// Options.AgentListenAddress up.
+	agentAddrs []string
 
 	// ready is the seam of WithReady.
 	ready func(Endpoints)
@@ -38,83 +42,131 @@ func WithReady(ready func(Endpoints)) Option {
 	return func(d *Demo) { d.ready = ready }
 }
 
-// New applies the defaults to opts and validates them, once, and returns
-// the demo they describe. It starts and builds nothing: Start does.
+// New applies the defaults to opts and validates them, once, resolves the
+// binary directories (from the versions the source tree pins) and the
+// agents' addresses, and returns the demo they describe. It starts and
+// builds nothing: Start does.
 func New(opts Options, with ...Option) (*Demo, error) {
 	opts.setDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	d := &Demo{opts: opts}
+	if err := d.binDirs(); err != nil {
+		return nil, err
+	}
+	// validate checked the address.
+	host, port, _ := net.SplitHostPort(opts.AgentListenAddress)
+	first, _ := strconv.Atoi(port)
+	for i := range opts.Nodes {
+		d.agentAddrs = append(d.agentAddrs, net.JoinHostPort(host, strconv.Itoa(first+i)))
+	}
 	for _, w := range with {
 		w(d)
 	}
 	return d, nil
 }
 
-// Start runs the demo until ctx ends, then tears everything down: the
-// exporter and agents, Prometheus, the kwok cluster's processes, and the
-// temporary directory that held the cluster, the state and Prometheus'
-// data. It returns the first error that stopped it early. Start runs a
-// demo once.
+// Start builds the demo (build: the binaries, the kwok cluster, its
+// classes, nodes and workload, then the exporter and the agents) and runs
+// it until ctx ends (run); then it tears everything down: the exporter and
+// agents, Prometheus, the kwok cluster's processes, and the temporary
+// directory that held the cluster, the state and Prometheus' data. It
+// returns the first error that stopped it early. Start runs a demo once.
 func (d *Demo) Start(ctx context.Context) (err error) {
-	o := &d.opts
-	if err := d.binDirs(); err != nil {
-		return err
-	}
-	if err := d.ensureBinaries(ctx); err != nil {
-		return err
-	}
-	log := o.Logger
-	d.reapStale(log)
-	dir, err := os.MkdirTemp("", "podslo-demo-")
+	p, err := d.build(ctx)
 	if err != nil {
-		return fmt.Errorf("create the demo's directory: %w", err)
+		return err
+	}
+	defer func() { err = errors.Join(err, p.close()) }()
+	return p.run(ctx)
+}
+
+// parts are the parts of a running demo, built by build and run by run.
+type parts struct {
+	opts  *Options
+	ready func(Endpoints)
+	log   *slog.Logger
+	bar   *progress
+
+	// dir is the demo's temporary directory: the cluster, the state and
+	// Prometheus' data.
+	dir      string
+	cluster  *cluster
+	exporter *exporter.Exporter
+	agents   []*agent.Agent
+	ep       Endpoints
+}
+
+// build builds the missing binaries, starts the kwok cluster with the
+// classes, nodes and workload, and builds the exporter and the agents on
+// it. On error, it tears down what it started.
+func (d *Demo) build(ctx context.Context) (_ *parts, err error) {
+	o := &d.opts
+	if err := d.ensureBinaries(ctx); err != nil {
+		return nil, err
+	}
+	p := &parts{opts: o, ready: d.ready, log: o.Logger}
+	d.reapStale(p.log)
+	if p.dir, err = os.MkdirTemp("", "podslo-demo-"); err != nil {
+		return nil, fmt.Errorf("create the demo's directory: %w", err)
 	}
 	defer func() {
-		if rmErr := os.RemoveAll(dir); rmErr != nil {
-			err = errors.Join(err, fmt.Errorf("remove the demo's directory: %w", rmErr))
+		if err != nil {
+			err = errors.Join(err, p.close())
 		}
 	}()
-	if err := writeOwner(dir); err != nil {
-		return fmt.Errorf("create the demo's directory: %w", err)
+	if err := writeOwner(p.dir); err != nil {
+		return nil, fmt.Errorf("create the demo's directory: %w", err)
 	}
 
 	steps := []string{"control plane and kwok", "classes", "nodes", "workload", "exporter and agents"}
 	if o.Prometheus {
 		steps = append(steps, "Prometheus")
 	}
-	bar := newProgress(o.Out, "starting the cluster", len(steps))
-	log.Info("Starting the kwok cluster", "dir", dir, "binDir", o.BinDir, "kwokBinDir", o.KwokBinDir)
-	cl, err := d.startCluster(ctx, dir)
-	if err != nil {
-		return err
+	p.bar = newProgress(o.Out, "starting the cluster", len(steps))
+	p.log.Info("Starting the kwok cluster", "dir", p.dir, "binDir", o.BinDir, "kwokBinDir", o.KwokBinDir)
+	if p.cluster, err = d.startCluster(ctx, p.dir); err != nil {
+		return nil, err
 	}
-	defer func() {
-		log.Info("Deleting the kwok cluster")
-		if stopErr := cl.stop(); stopErr != nil {
-			err = errors.Join(err, stopErr)
-		}
-	}()
-	bar.add(1)
-	if err := applyClasses(ctx, cl.client, o.SourceDir); err != nil {
-		return err
+	p.bar.add(1)
+	if err := applyClasses(ctx, p.cluster.client, o.SourceDir); err != nil {
+		return nil, err
 	}
-	bar.add(1)
-	if err := createNodes(ctx, cl.client, o.Nodes); err != nil {
-		return fmt.Errorf("wait for the kwok nodes: %w", err)
+	p.bar.add(1)
+	if err := createNodes(ctx, p.cluster.client, o.Nodes); err != nil {
+		return nil, fmt.Errorf("wait for the kwok nodes: %w", err)
 	}
-	bar.add(1)
-	if err := createWorkload(ctx, cl.client, o.Workload); err != nil {
-		return err
+	p.bar.add(1)
+	if err := createWorkload(ctx, p.cluster.client, o.Workload); err != nil {
+		return nil, err
 	}
-	bar.add(1)
+	p.bar.add(1)
 
-	// Everything below stops with run; the deferred teardown above waits
-	// for it through wg.
+	p.ep = Endpoints{Kubeconfig: p.cluster.kubeconfig, Exporter: o.ListenAddress}
+	if p.exporter, err = exporter.New(exporter.Options{Kubeconfig: p.cluster.kubeconfig, ListenAddress: o.ListenAddress, StateDir: p.dir + "/state",
+		NetworkPluginProfile: filepath.Join(o.SourceDir, "deploy", "kwok", "network-plugin-profile.yaml"), Logger: p.log.With("component", "exporter")}); err != nil {
+		return nil, fmt.Errorf("exporter: %w", err)
+	}
+	for i, addr := range d.agentAddrs {
+		ag, err := agent.New(agent.Options{NodeName: NodeName(i), Kubeconfig: p.cluster.kubeconfig, ListenAddress: addr, Logger: p.log.With("component", "agent")})
+		if err != nil {
+			return nil, fmt.Errorf("agent of %s: %w", NodeName(i), err)
+		}
+		p.agents = append(p.agents, ag)
+		p.ep.Agents = append(p.ep.Agents, addr)
+	}
+	return p, nil
+}
+
+// run runs the exporter, the agents, Prometheus if asked for, the churn and
+// the live table until ctx ends or one of them fails, and returns the first
+// error; everything it started has stopped when it returns.
+func (p *parts) run(ctx context.Context) (err error) {
+	o := p.opts
 	run, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	errs := make(chan error, o.Nodes+2)
+	errs := make(chan error, len(p.agents)+1)
 	defer func() {
 		cancel()
 		wg.Wait()
@@ -123,27 +175,13 @@ func (d *Demo) Start(ctx context.Context) (err error) {
 			err = errors.Join(err, e)
 		}
 	}()
-	ep := Endpoints{Kubeconfig: cl.kubeconfig, Exporter: o.ListenAddress}
-	exp, err := exporter.New(exporter.Options{Kubeconfig: cl.kubeconfig, ListenAddress: o.ListenAddress, StateDir: dir + "/state",
-		NetworkPluginProfile: filepath.Join(o.SourceDir, "deploy", "kwok", "network-plugin-profile.yaml"), Logger: log.With("component", "exporter")})
-	if err != nil {
-		return fmt.Errorf("exporter: %w", err)
-	}
 	wg.Go(func() {
-		if err := exp.Start(run); err != nil {
+		if err := p.exporter.Start(run); err != nil {
 			errs <- fmt.Errorf("exporter: %w", err)
 			cancel()
 		}
 	})
-	host, port, _ := net.SplitHostPort(o.AgentListenAddress)
-	first, _ := strconv.Atoi(port)
-	for i := range o.Nodes {
-		addr := net.JoinHostPort(host, strconv.Itoa(first+i))
-		ep.Agents = append(ep.Agents, addr)
-		ag, err := agent.New(agent.Options{NodeName: NodeName(i), Kubeconfig: cl.kubeconfig, ListenAddress: addr, Logger: log.With("component", "agent")})
-		if err != nil {
-			return fmt.Errorf("agent of %s: %w", NodeName(i), err)
-		}
+	for i, ag := range p.agents {
 		wg.Go(func() {
 			if err := ag.Start(run); err != nil {
 				errs <- fmt.Errorf("agent of %s: %w", NodeName(i), err)
@@ -151,27 +189,41 @@ func (d *Demo) Start(ctx context.Context) (err error) {
 			}
 		})
 	}
-	if err := waitReady(run, append([]string{ep.Exporter}, ep.Agents...)); err != nil {
+	if err := waitReady(run, append([]string{p.ep.Exporter}, p.ep.Agents...)); err != nil {
 		return err
 	}
-	bar.add(1)
+	p.bar.add(1)
 	if o.Prometheus {
-		prom, err := d.startPrometheus(run, dir+"/prometheus", ep.Agents)
+		prom, err := startPrometheus(run, o, p.dir+"/prometheus", p.ep.Agents)
 		if err != nil {
 			return err
 		}
 		defer prom.stop()
-		ep.Prometheus = o.PrometheusListenAddress
-		bar.add(1)
+		p.ep.Prometheus = o.PrometheusListenAddress
+		p.bar.add(1)
 	}
-	bar.finish()
-	log.Info("Demo running", "kubeconfig", ep.Kubeconfig, "exporter", ep.Exporter, "agents", ep.Agents, "prometheus", ep.Prometheus)
-	if d.ready != nil {
-		d.ready(ep)
+	p.bar.finish()
+	p.log.Info("Demo running", "kubeconfig", p.ep.Kubeconfig, "exporter", p.ep.Exporter, "agents", p.ep.Agents, "prometheus", p.ep.Prometheus)
+	if p.ready != nil {
+		p.ready(p.ep)
 	}
-	wg.Go(func() { churn(run, cl.client, o.Workload.namespace(), o.ChurnInterval) })
-	d.liveTable(run, ep)
+	wg.Go(func() { churn(run, p.cluster.client, o.Workload.namespace(), o.ChurnInterval) })
+	liveTable(run, o, p.ep)
 	return nil
+}
+
+// close deletes the kwok cluster, if build started it, and the demo's
+// directory.
+func (p *parts) close() error {
+	var err error
+	if p.cluster != nil {
+		p.log.Info("Deleting the kwok cluster")
+		err = p.cluster.stop()
+	}
+	if rmErr := os.RemoveAll(p.dir); rmErr != nil {
+		err = errors.Join(err, fmt.Errorf("remove the demo's directory: %w", rmErr))
+	}
+	return err
 }
 
 // waitReady waits until every address answers /readyz with 200: the
@@ -196,8 +248,7 @@ func waitReady(ctx context.Context, addrs []string) error {
 // liveTable redraws the exporter's per-class table until ctx ends. It
 // reads /api/v1/classes as any client would: the demo has no back door
 // into the exporter.
-func (d *Demo) liveTable(ctx context.Context, ep Endpoints) {
-	o := &d.opts
+func liveTable(ctx context.Context, o *Options, ep Endpoints) {
 	tty := isTerminal(o.Out)
 	ticker := time.NewTicker(o.Refresh)
 	defer ticker.Stop()

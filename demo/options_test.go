@@ -112,7 +112,7 @@ func TestBuild(t *testing.T) {
 	var out bytes.Buffer
 	d := &Demo{opts: Options{SourceDir: "..", Out: &out}}
 	bin := filepath.Join(t.TempDir(), "etcd")
-	require.NoError(t, d.build(t.Context(), binaries[0], bin))
+	require.NoError(t, d.buildBinary(t.Context(), binaries[0], bin))
 	info, err := os.Stat(bin)
 	require.NoError(t, err)
 	assert.NotZero(t, info.Mode()&0o100, "executable")
@@ -140,7 +140,7 @@ func TestBuildStampsKubernetes(t *testing.T) {
 	require.True(t, scheduler.kubernetes, "kube-scheduler is stamped")
 	d := &Demo{opts: Options{SourceDir: "..", Out: io.Discard}}
 	bin := filepath.Join(t.TempDir(), "kube-scheduler")
-	require.NoError(t, d.build(t.Context(), scheduler, bin))
+	require.NoError(t, d.buildBinary(t.Context(), scheduler, bin))
 	want, err := moduleVersion(filepath.Join("..", "hack", "tools", "go.mod"), "k8s.io/kubernetes")
 	require.NoError(t, err)
 	out, err := exec.Command(bin, "--version").Output()

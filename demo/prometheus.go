@@ -41,12 +41,12 @@ type prometheus struct {
 }
 
 // startPrometheus runs Prometheus on the demo's targets until stop.
-func (d *Demo) startPrometheus(ctx context.Context, dir string, agents []string) (*prometheus, error) {
+func startPrometheus(ctx context.Context, o *Options, dir string, agents []string) (*prometheus, error) {
 	quoted := make([]string, len(agents))
 	for i, a := range agents {
 		quoted[i] = fmt.Sprintf("%q", a)
 	}
-	rules, err := filepath.Abs(filepath.Join(d.opts.SourceDir, "alerts"))
+	rules, err := filepath.Abs(filepath.Join(o.SourceDir, "alerts"))
 	if err != nil {
 		return nil, fmt.Errorf("find the alert rules: %w", err)
 	}
@@ -61,21 +61,21 @@ func (d *Demo) startPrometheus(ctx context.Context, dir string, agents []string)
 		}
 		files = append(files, dst)
 	}
-	cfg := fmt.Sprintf(prometheusConfig, files[0], files[1], d.opts.ListenAddress, strings.Join(quoted, ", "))
+	cfg := fmt.Sprintf(prometheusConfig, files[0], files[1], o.ListenAddress, strings.Join(quoted, ", "))
 	path := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write the Prometheus config: %w", err)
 	}
 	p := &prometheus{done: make(chan error, 1)}
-	p.cmd = exec.Command(d.opts.PrometheusBinary, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		"--web.listen-address="+d.opts.PrometheusListenAddress)
+	p.cmd = exec.Command(o.PrometheusBinary, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+o.PrometheusListenAddress)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start Prometheus (%s; Debian: apt-get install prometheus): %w", d.opts.PrometheusBinary, err)
+		return nil, fmt.Errorf("start Prometheus (%s; Debian: apt-get install prometheus): %w", o.PrometheusBinary, err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
-	url := "http://" + d.opts.PrometheusListenAddress + "/-/ready"
+	url := "http://" + o.PrometheusListenAddress + "/-/ready"
 	err = poll(ctx, time.Minute, func() (bool, error) {
 		select {
 		case err := <-p.done:

@@ -30,6 +30,7 @@ import (
 // what to hand over.
 type components struct {
 	opts *Options
+	web  serve.WebConfig
 	log  *slog.Logger
 
 	client       kubernetes.Interface
@@ -48,7 +49,7 @@ type components struct {
 // builds every component on them. On error, nothing stays open.
 func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 	o, cfg := &e.opts, &e.cfg
-	c := &components{opts: o, log: o.Logger}
+	c := &components{opts: o, web: cfg.web, log: o.Logger}
 	restConfig, err := serve.RestConfig(o.Kubeconfig, "podslo/"+version.Version)
 	if err != nil {
 		return nil, err
@@ -84,21 +85,19 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.netpols, err = o.networkPolicies(c.client, onEvent, c.log.With("component", "networkpolicies")); err != nil {
-		return nil, err
-	}
+	c.netpols = o.networkPolicies(c.client, cfg.profile, onEvent, c.log.With("component", "networkpolicies"))
 	c.watcher, err = informers.New(c.client, c.pipeline, informers.Options{
-		Lifecycle:           cfg.lifecycle,
-		PodLabels:           cfg.keepLabels,
-		PodAnnotations:      cfg.keepAnnotations,
-		NodeLabels:          cfg.nodeLabels,
-		OwnerKind:           cfg.ownerKind,
-		UserErrorEventRegex: o.UserErrorEventRegex,
-		PodLabelsHandler:    c.netpols.podLabels(),
-		OnEvent:             onEvent,
-		Scope:               c.scope,
-		RESTConfig:          restConfig,
-		Logger:              c.log.With("component", "informers"),
+		Lifecycle:        cfg.lifecycle,
+		PodLabels:        cfg.keepLabels,
+		PodAnnotations:   cfg.keepAnnotations,
+		NodeLabels:       cfg.nodeLabels,
+		OwnerKind:        cfg.ownerKind,
+		UserErrorEvents:  cfg.userErrors,
+		PodLabelsHandler: c.netpols.podLabels(),
+		OnEvent:          onEvent,
+		Scope:            c.scope,
+		RESTConfig:       restConfig,
+		Logger:           c.log.With("component", "informers"),
 	})
 	if err != nil {
 		return nil, err
@@ -158,8 +157,7 @@ func (o *Options) resolveScope(ctx context.Context, client kubernetes.Interface)
 // returns the first error.
 func (c *components) run(ctx context.Context) error {
 	o := c.opts
-	tls, basicAuth, _ := serve.WebSecurity(o.WebConfigFile) // validated by New
-	c.log.Info("Serving metrics", "address", c.listener.Addr().String(), "tls", tls, "basicAuth", basicAuth)
+	c.log.Info("Serving metrics", "address", c.listener.Addr().String(), "tls", c.web.TLS, "basicAuth", c.web.BasicAuth)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return c.store.Start(gctx) })
 	g.Go(func() error { return c.watcher.Start(gctx) })
@@ -182,7 +180,7 @@ func (c *components) run(ctx context.Context) error {
 		g.Go(func() error { return o.Autoshard.WatchReplicas(gctx, c.client, c.autoshardSet, c.scope.TotalShards) })
 	}
 	g.Go(func() error {
-		return serve.Serve(gctx, c.listener, c.handler, o.WebConfigFile, o.ShutdownTimeout, c.log.With("component", "web"))
+		return serve.Serve(gctx, c.listener, c.handler, c.web, o.ShutdownTimeout, c.log.With("component", "web"))
 	})
 	return g.Wait()
 }

@@ -1,15 +1,23 @@
 package exporter
 
 import (
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	podslocollectors "github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
@@ -72,4 +80,69 @@ func TestNewResolvesDimensionWatches(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, e.cfg.nodeLabels, "no Node watch")
 	assert.False(t, e.cfg.ownerKind, "no ReplicaSet or Job watch")
+}
+
+// TestNewReportsEachBadSettingOnce: New parses every setting once, so a bad
+// one is reported once, with the flag that sets it (and, for a file, the
+// file), all in one error.
+func TestNewReportsEachBadSettingOnce(t *testing.T) {
+	dir := t.TempDir()
+	webConfig := filepath.Join(dir, "web-config.yml")
+	require.NoError(t, os.WriteFile(webConfig, []byte("tls_config:\n  cert_file: tls.crt\n"), 0o600))
+	_, err := New(Options{
+		StateDir:             store.InMemory,
+		WebConfigFile:        webConfig,
+		HistogramLabels:      []string{"team"},
+		UserErrorEventRegex:  "(",
+		NetworkPluginProfile: filepath.Join("..", "netpolicy", "testdata", "profiles", "unknown-key.yaml"),
+		Scope:                scope.Scope{Shard: 2, TotalShards: 2},
+	})
+	require.Error(t, err)
+	msg := err.Error()
+	for _, want := range []string{
+		`--web.config.file "` + webConfig + `": yaml: unmarshal errors:`,
+		`--histogram-label "team": want NAME=label:KEY`,
+		"--user-error-event-regex: error parsing regexp: missing closing ): `(`",
+		"--network-plugin-profile: ../netpolicy/testdata/profiles/unknown-key.yaml: invalid network plugin profile",
+		"--shard must be in [0, --total-shards) = [0, 2), got 2",
+	} {
+		assert.Equal(t, 1, strings.Count(msg, want), "reported once: %s\nin:\n%s", want, msg)
+	}
+	assert.Len(t, strings.Split(msg, "\n"), 6, "one line per bad setting, the web config's two:\n%s", msg)
+}
+
+// TestNewResolvesEachSettingOnce: the components get what New parsed: the
+// compiled regular expression, the loaded profile, the validated web config
+// and the defaulted scope. The profile is not read again when the
+// components are built: it may be gone by then.
+func TestNewResolvesEachSettingOnce(t *testing.T) {
+	wc := testenv.WriteWebConfig(t, map[string]string{"prometheus": "s3cret"})
+	raw, err := os.ReadFile(filepath.Join("..", "netpolicy", "testdata", "example-cni.yaml"))
+	require.NoError(t, err)
+	profile := filepath.Join(t.TempDir(), "profile.yaml")
+	require.NoError(t, os.WriteFile(profile, raw, 0o600))
+
+	e, err := New(Options{
+		StateDir:             store.InMemory,
+		WebConfigFile:        wc.Path,
+		UserErrorEventRegex:  `secret "[^"]*" not found`,
+		NetworkPluginProfile: profile,
+	})
+	require.NoError(t, err)
+	assert.Equal(t, serve.WebConfig{File: wc.Path, TLS: true, BasicAuth: true}, e.cfg.web)
+	assert.Equal(t, `secret "[^"]*" not found`, e.cfg.userErrors.String())
+	require.NotNil(t, e.cfg.profile)
+	assert.Equal(t, scope.Unscoped, e.Options().Scope, "the zero scope is the whole cluster")
+
+	require.NoError(t, os.Remove(profile))
+	o := e.Options()
+	n := o.networkPolicies(fake.NewClientset(), e.cfg.profile, func(string, string) {}, o.Logger)
+	require.NotNil(t, n)
+	assert.Same(t, e.cfg.profile, n.profile, "the components judge against the profile New loaded")
+
+	e, err = New(Options{StateDir: store.InMemory})
+	require.NoError(t, err)
+	assert.Equal(t, serve.WebConfig{}, e.cfg.web, "plain HTTP")
+	assert.Equal(t, informers.DefaultUserErrorEventRegex, e.cfg.userErrors.String())
+	assert.Nil(t, e.cfg.profile, "support is not judged")
 }

@@ -3,12 +3,13 @@ package exporter
 import (
 	"context"
 	"net"
+	"regexp"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	podslocollectors "github.com/podslo/podslo/collectors"
+	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/netpolicy"
 	"github.com/podslo/podslo/sli"
 )
 
@@ -26,8 +27,9 @@ type Exporter struct {
 }
 
 // config is the exporter's configuration resolved from its options, once,
-// by New: every component is built from it, so that each setting is
-// defaulted and parsed in one place and all components see the same value.
+// by New (Options.resolve): every component is built from it, so that each
+// setting is defaulted and parsed in one place and all components see the
+// same value.
 type config struct {
 	// lifecycle is handed to the pipeline, which runs lifecycle.Step with
 	// it, and to the informers, whose trim keeps the conditions it reads.
@@ -44,30 +46,12 @@ type config struct {
 	// --histogram-label, neither watch runs without them.
 	nodeLabels []string
 	ownerKind  bool
-}
-
-// resolveConfig builds the configuration from defaulted, validated options.
-func resolveConfig(o *Options) (config, error) {
-	histogramLabels, err := sli.ParseHistogramLabels(o.HistogramLabels)
-	if err != nil {
-		return config{}, err
-	}
-	histogramKeys, keepAnnotations := histogramLabels.Keys()
-	return config{
-		lifecycle: lifecycle.Config{
-			SandboxConditionTypes:  conditionTypes(o.SandboxConditionTypes),
-			MaxObservationAge:      o.MaxObservationAge,
-			SandboxCreationTimeout: o.SandboxCreationTimeout,
-			StableConditionType:    corev1.PodConditionType(o.StableConditionType),
-			WatchTolerance:         o.WatchTolerance,
-		}.WithDefaults(),
-		histogramLabels: histogramLabels,
-		labels:          podslocollectors.Labels{Pod: o.PodLabels, Histogram: histogramLabels.Names()},
-		keepLabels:      append(append([]string(nil), o.PodLabels...), histogramKeys...),
-		keepAnnotations: keepAnnotations,
-		nodeLabels:      histogramLabels.NodeLabelKeys(),
-		ownerKind:       histogramLabels.OwnerKind(),
-	}, nil
+	// userErrors is --user-error-event-regex, compiled.
+	userErrors *regexp.Regexp
+	// profile is --network-plugin-profile, loaded; nil without it.
+	profile *netpolicy.Profile
+	// web is --web.config.file, validated.
+	web serve.WebConfig
 }
 
 // Option changes how New builds the exporter. These are seams for tests and
@@ -93,10 +77,7 @@ func WithTimeoutCheckInterval(d time.Duration) Option {
 // they describe. It reads no cluster and opens no state: Start does.
 func New(opts Options, with ...Option) (*Exporter, error) {
 	opts.setDefaults()
-	if err := opts.validate(); err != nil {
-		return nil, err
-	}
-	cfg, err := resolveConfig(&opts)
+	cfg, err := opts.resolve()
 	if err != nil {
 		return nil, err
 	}

@@ -27,18 +27,13 @@ type networkPolicies struct {
 }
 
 // networkPolicies builds the NetworkPolicy watch and collector from the
-// completed, validated options.
-func (o *Options) networkPolicies(client kubernetes.Interface, onEvent func(resource, event string), log *slog.Logger) (*networkPolicies, error) {
+// completed, validated options and the network plugin profile New loaded
+// (nil for none).
+func (o *Options) networkPolicies(client kubernetes.Interface, profile *netpolicy.Profile, onEvent func(resource, event string), log *slog.Logger) *networkPolicies {
 	if !*o.NetworkPolicies {
-		return nil, nil
+		return nil
 	}
-	var profile *netpolicy.Profile
-	if o.NetworkPluginProfile != "" {
-		p, err := netpolicy.LoadProfile(o.NetworkPluginProfile)
-		if err != nil {
-			return nil, err
-		}
-		profile = p
+	if p := profile; p != nil {
 		log.Info("Judging NetworkPolicies against a network plugin profile", "plugin", p.Name, "maxVersion", p.MaxVersion.String(), "unimplemented", p.Unimplemented.String(), "enforcing", string(p.Enforcing))
 	} else {
 		log.Info("No network plugin profile: NetworkPolicy support is not judged", "flag", "--network-plugin-profile")
@@ -51,7 +46,7 @@ func (o *Options) networkPolicies(client kubernetes.Interface, onEvent func(reso
 		handler = n.events
 	}
 	n.watcher = informers.NewPolicyWatcher(client, handler, informers.PolicyOptions{OnEvent: onEvent, Logger: log, Scope: o.Scope})
-	return n, nil
+	return n
 }
 
 // podLabels is what the pod watch hands every pod's labels to: nil unless

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -153,7 +154,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.Scope.NamespacesDenylist, "namespaces-denylist", nil, "Comma-separated namespaces not to watch, left out by a field selector on every watch")
 	fs.StringVar(&o.Scope.Node, "node-name", "", "Watch only the pods bound to this node (spec.nodeName field selector): per-node mode, e.g. from the downward API's spec.nodeName")
 	fs.IntVar(&o.Scope.Shard, "shard", 0, "This instance's shard, zero-indexed, of --total-shards: it owns the pods whose UID hashes to it (kube-state-metrics' hash)")
-	fs.IntVar(&o.Scope.TotalShards, "total-shards", 1, "Number of shards the pods are split into")
+	fs.Var(newShardsValue(&o.Scope.TotalShards), "total-shards", "Number of shards the pods are split into")
 	fs.StringVar(&o.Autoshard.Pod, "pod", "", "Autosharding: this exporter's pod name; with --pod-namespace, the shard is its StatefulSet ordinal and the total its replicas (needs get on pods and get/list/watch on statefulsets)")
 	fs.StringVar(&o.Autoshard.Namespace, "pod-namespace", "", "Autosharding: this exporter's pod namespace (see --pod)")
 }
@@ -186,6 +187,39 @@ func (q quantityValue) Set(s string) error {
 
 // Type names the value in --help.
 func (quantityValue) Type() string { return "quantity" }
+
+// shardsValue is --total-shards: at least 1. Options.Scope.TotalShards
+// left at 0 means the default, 1, so a 0 from the command line, the
+// environment or the config file would silently become the default; the
+// flag refuses it instead.
+type shardsValue struct{ p *int }
+
+func newShardsValue(p *int) shardsValue {
+	*p = 1
+	return shardsValue{p}
+}
+
+func (v shardsValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return strconv.Itoa(*v.p)
+}
+
+func (v shardsValue) Set(s string) error {
+	n, err := strconv.Atoi(strings.TrimSpace(s))
+	if err != nil {
+		return errors.New("want a whole number of shards")
+	}
+	if n < 1 {
+		return fmt.Errorf("must be at least 1, got %d", n)
+	}
+	*v.p = n
+	return nil
+}
+
+// Type names the value in --help.
+func (shardsValue) Type() string { return "int" }
 
 // setDefaults fills in the defaults; New calls it once.
 func (o *Options) setDefaults() {
@@ -223,15 +257,24 @@ func (o *Options) setDefaults() {
 	}
 }
 
-// validate reports every invalid option at once, so an operator fixes them
-// in one go; New calls it once, after setDefaults.
-func (o *Options) validate() error {
-	var errs []error
+// resolve checks every option, parses each setting that has a syntax of
+// its own (the web config, the histogram labels, the user-error regular
+// expression, the network plugin profile, the scope) and returns the
+// configuration the components are built from. It reports every invalid
+// option at once, each with the flag that sets it, so an operator fixes
+// them in one go. New calls it once, after setDefaults: nothing parses a
+// setting again.
+func (o *Options) resolve() (config, error) {
+	var (
+		cfg  config
+		errs []error
+		err  error
+	)
 	if _, _, err := net.SplitHostPort(o.ListenAddress); o.ListenAddress != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--listen-address %q: %w", o.ListenAddress, err))
 	}
-	if _, _, err := serve.WebSecurity(o.WebConfigFile); err != nil {
-		errs = append(errs, fmt.Errorf("--web.config.file %q: %w", o.WebConfigFile, err))
+	if cfg.web, err = serve.LoadWebConfig(o.WebConfigFile); err != nil {
+		errs = append(errs, fmt.Errorf("--%s %q: %w", serve.WebConfigFlag, o.WebConfigFile, err))
 	}
 	if o.DashboardsURL != "" {
 		// A relative URL is fine (a Grafana behind the same host); another
@@ -278,13 +321,15 @@ func (o *Options) validate() error {
 		}
 		names[n] = k
 	}
-	if _, err := sli.ParseHistogramLabels(o.HistogramLabels); err != nil {
+	if cfg.histogramLabels, err = sli.ParseHistogramLabels(o.HistogramLabels); err != nil {
 		errs = append(errs, err)
 	}
-	if _, err := regexp.Compile(o.UserErrorEventRegex); err != nil {
+	if cfg.userErrors, err = regexp.Compile(o.UserErrorEventRegex); err != nil {
 		errs = append(errs, fmt.Errorf("--user-error-event-regex: %w", err))
 	}
-	errs = append(errs, o.validateNetworkPolicies()...)
+	if cfg.profile, err = o.networkPluginProfile(); err != nil {
+		errs = append(errs, err)
+	}
 	if err := o.Scope.Validate(); err != nil {
 		errs = append(errs, err)
 	}
@@ -299,13 +344,31 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("--state-dir: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		return config{}, errors.Join(errs...)
+	}
+	histogramKeys, keepAnnotations := cfg.histogramLabels.Keys()
+	cfg.lifecycle = lifecycle.Config{
+		SandboxConditionTypes:  conditionTypes(o.SandboxConditionTypes),
+		MaxObservationAge:      o.MaxObservationAge,
+		SandboxCreationTimeout: o.SandboxCreationTimeout,
+		StableConditionType:    corev1.PodConditionType(o.StableConditionType),
+		WatchTolerance:         o.WatchTolerance,
+	}.WithDefaults()
+	cfg.labels = collectors.Labels{Pod: o.PodLabels, Histogram: cfg.histogramLabels.Names()}
+	cfg.keepLabels = append(append([]string(nil), o.PodLabels...), histogramKeys...)
+	cfg.keepAnnotations = keepAnnotations
+	cfg.nodeLabels = cfg.histogramLabels.NodeLabelKeys()
+	cfg.ownerKind = cfg.histogramLabels.OwnerKind()
+	return cfg, nil
 }
 
-func (o *Options) validateNetworkPolicies() []error {
-	var errs []error
-	if o.NetworkPolicies != nil && !*o.NetworkPolicies {
-		// Nothing would read them: say so rather than ignore them.
+// networkPluginProfile loads --network-plugin-profile; nil without it.
+// The NetworkPolicy options that nothing would read without
+// --networkpolicies are refused rather than ignored.
+func (o *Options) networkPluginProfile() (*netpolicy.Profile, error) {
+	if !*o.NetworkPolicies {
+		var errs []error
 		if o.NetworkPluginProfile != "" {
 			errs = append(errs, errors.New("--network-plugin-profile needs --networkpolicies"))
 		}
@@ -315,14 +378,16 @@ func (o *Options) validateNetworkPolicies() []error {
 		if o.NetworkPolicyEvents {
 			errs = append(errs, errors.New("--networkpolicy-events needs --networkpolicies"))
 		}
-		return errs
+		return nil, errors.Join(errs...)
 	}
-	if o.NetworkPluginProfile != "" {
-		if _, err := netpolicy.LoadProfile(o.NetworkPluginProfile); err != nil {
-			errs = append(errs, fmt.Errorf("--network-plugin-profile: %w", err))
-		}
+	if o.NetworkPluginProfile == "" {
+		return nil, nil
 	}
-	return errs
+	p, err := netpolicy.LoadProfile(o.NetworkPluginProfile)
+	if err != nil {
+		return nil, fmt.Errorf("--network-plugin-profile: %w", err)
+	}
+	return p, nil
 }
 
 func conditionTypes(types []string) []corev1.PodConditionType {

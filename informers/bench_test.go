@@ -17,6 +17,7 @@ import (
 
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/pipeline"
+	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/store"
 )
 
@@ -72,6 +73,7 @@ func benchWatcher(b testing.TB, st *store.Store) (*Watcher, *pipeline.Pipeline) 
 	b.Helper()
 	p, err := pipeline.New(st, pipeline.Options{
 		PodLabels: []string{"app.kubernetes.io/name"},
+		Scope:     scope.Unscoped,
 		Now:       func() time.Time { return benchNow },
 	})
 	if err != nil {

@@ -133,13 +133,5 @@ func (w *Watcher) handleEvent(obj any) {
 	w.handler.UserError(ev.InvolvedObject.UID, ref)
 }
 
-func compileUserErrorRegex(expr string) (*regexp.Regexp, error) {
-	if expr == "" {
-		expr = DefaultUserErrorEventRegex
-	}
-	re, err := regexp.Compile(expr)
-	if err != nil {
-		return nil, fmt.Errorf("user error event regex %q: %w", expr, err)
-	}
-	return re, nil
-}
+// defaultUserErrorEvents is DefaultUserErrorEventRegex, compiled once.
+var defaultUserErrorEvents = regexp.MustCompile(DefaultUserErrorEventRegex)

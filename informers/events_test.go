@@ -5,6 +5,10 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // Real kubelet FailedMount messages, and the KEP's own form.
@@ -38,5 +42,36 @@ func TestDefaultUserErrorEventRegex(t *testing.T) {
 	}
 	for _, m := range platform {
 		assert.False(t, re.MatchString(m), "should not match: %s", m)
+	}
+}
+
+// TestUserErrorEvents: the watcher matches FailedMount messages with the
+// regular expression it was given, compiled once by its caller, and with
+// DefaultUserErrorEventRegex without one.
+func TestUserErrorEvents(t *testing.T) {
+	failedMount := func(uid, message string) *corev1.Event {
+		return &corev1.Event{
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "web", UID: types.UID(uid)},
+			Reason:         "FailedMount", Message: message,
+		}
+	}
+	const custom = `MountVolume.SetUp failed for volume "cfg" : quota exceeded`
+	const missingSecret = `MountVolume.SetUp failed for volume "cfg" : secret "cfg" not found`
+	for _, tc := range []struct {
+		name string
+		re   *regexp.Regexp
+		want []string
+	}{
+		{name: "given", re: regexp.MustCompile(`quota exceeded$`), want: []string{"user error u1 ns/web"}},
+		{name: "default", want: []string{"user error u2 ns/web"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			w, err := New(fake.NewClientset(), rec, Options{UserErrorEvents: tc.re})
+			require.NoError(t, err)
+			w.handleEvent(failedMount("u1", custom))
+			w.handleEvent(failedMount("u2", missingSecret))
+			assert.Equal(t, tc.want, rec.calls)
+		})
 	}
 }

@@ -66,9 +66,10 @@ type Options struct {
 	// PodLabelsHandler, if set, receives every pod's labels, all of them:
 	// the trim then keeps every label (interned), not only PodLabels.
 	PodLabelsHandler PodLabelsHandler
-	// UserErrorEventRegex matches the FailedMount event messages that mark
-	// a pod as blocked by its own spec. Default DefaultUserErrorEventRegex.
-	UserErrorEventRegex string
+	// UserErrorEvents matches the FailedMount event messages that mark a
+	// pod as blocked by its own spec (--user-error-event-regex, compiled
+	// by the exporter's New). Default DefaultUserErrorEventRegex.
+	UserErrorEvents *regexp.Regexp
 	// OnEvent, if set, is called for every event handled.
 	OnEvent func(resource, event string)
 	// RESTConfig, if set, is the configuration client was made from: the
@@ -97,21 +98,10 @@ type Options struct {
 	// Scope narrows the watches: pods, PVCs and events by namespace (one
 	// watch per allowed namespace, a field selector for denied ones), pods
 	// by node, and pods and events by shard (client-side). StorageClasses
-	// stay cluster-wide: the default class is a cluster-wide setting.
-	// Default scope.Unscoped.
+	// stay cluster-wide: the default class is a cluster-wide setting. It
+	// is used as given, validated by the caller (scope.Scope.Validate);
+	// the zero Scope, like scope.Unscoped, watches the whole cluster.
 	Scope scope.Scope
-}
-
-// Validate reports the first invalid option.
-func (o *Options) Validate() error {
-	if _, err := compileUserErrorRegex(o.UserErrorEventRegex); err != nil {
-		return err
-	}
-	if o.Scope.TotalShards == 0 {
-		// The zero Scope is the documented default.
-		return nil
-	}
-	return o.Scope.Validate()
 }
 
 // Watcher lists and watches pods, PVCs, StorageClasses and FailedMount
@@ -164,17 +154,14 @@ func (w *Watcher) StorageClasses() []string {
 
 // New returns a Watcher handing pods to h; Start runs it.
 func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.OnEvent == nil {
 		opts.OnEvent = func(string, string) {}
 	}
-	if opts.Scope.TotalShards == 0 {
-		opts.Scope = scope.Unscoped
+	if opts.UserErrorEvents == nil {
+		opts.UserErrorEvents = defaultUserErrorEvents
 	}
 	t := &trimmer{podLabels: map[string]bool{}, podAnnotations: map[string]bool{}, conditionTypes: map[corev1.PodConditionType]corev1.PodConditionType{corev1.PodScheduled: corev1.PodScheduled}}
 	for _, k := range opts.PodLabels {
@@ -191,8 +178,7 @@ func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error)
 	for _, ct := range opts.Lifecycle.ConditionTypes() {
 		t.conditionTypes[ct] = ct
 	}
-	re, _ := compileUserErrorRegex(opts.UserErrorEventRegex) // validated above
-	w := &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: re, reach: newReachability(opts.Logger, time.Now)}
+	w := &Watcher{client: client, handler: h, opts: opts, log: opts.Logger, trim: t, userError: opts.UserErrorEvents, reach: newReachability(opts.Logger, time.Now)}
 	if opts.RESTConfig != nil {
 		var err error
 		if w.pods, err = newPodClient(opts.RESTConfig, t); err != nil {

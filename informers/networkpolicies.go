@@ -48,7 +48,8 @@ type PolicyOptions struct {
 	// Scope narrows the watch by namespace, as the pod watch: one watch
 	// per allowed namespace, the denylist's field selector. Policies have
 	// no node nor shard: every instance of a per-node or sharded set
-	// watches the same ones. Default scope.Unscoped.
+	// watches the same ones. The zero Scope, like scope.Unscoped, watches
+	// every namespace.
 	Scope scope.Scope
 }
 
@@ -69,9 +70,6 @@ func NewPolicyWatcher(client kubernetes.Interface, h PolicyHandler, opts PolicyO
 	}
 	if opts.OnEvent == nil {
 		opts.OnEvent = func(string, string) {}
-	}
-	if opts.Scope.TotalShards == 0 {
-		opts.Scope = scope.Unscoped
 	}
 	return &PolicyWatcher{client: client, handler: h, opts: opts}
 }

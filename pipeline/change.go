@@ -82,7 +82,7 @@ func (r *routing) change(now time.Time, uid types.UID, next lifecycle.State, out
 		}
 	}
 	for _, s := range out.Skips {
-		change.Add = append(change.Add, store.Sample{Family: sli.FamilySkipped, Labels: []string{s.SLI.String(), s.Reason.String()}, Value: 1})
+		change.Add = append(change.Add, store.Sample{Family: sli.FamilySkipped, Labels: sli.SkipLabelValues(s), Value: 1})
 	}
 	return change
 }

@@ -31,8 +31,9 @@ type Options struct {
 	// PodLabels are the pod label keys copied onto per-pod series. Default
 	// none.
 	PodLabels []string
-	// HistogramLabels are extra dimensions of aggregated series. Default
-	// none.
+	// HistogramLabels are extra dimensions of aggregated series, as
+	// sli.ParseHistogramLabels returned them: the pipeline does not check
+	// them again. Default none.
 	HistogramLabels sli.HistogramLabels
 	// RetryPeriod is how often a pod whose state could not be written (a
 	// full disk, say) is handled again, if no update of it came first.
@@ -52,16 +53,15 @@ type Options struct {
 	Now func() time.Time
 	// Scope is which pods this exporter instance owns. It is persisted in
 	// the store; when it differs from the one the state was written under,
-	// the pipeline hands pods over (see handover). Default
-	// scope.Unscoped.
+	// the pipeline hands pods over (see handover). Required, as the
+	// exporter resolved and validated it (scope.Unscoped for the whole
+	// cluster): a scope the store cannot read back would be handed over
+	// at every start.
 	Scope scope.Scope
 }
 
 // Validate reports the first invalid option.
 func (o *Options) Validate() error {
-	if err := o.HistogramLabels.Validate(); err != nil {
-		return err
-	}
 	for name, d := range map[string]time.Duration{"retry period": o.RetryPeriod, "sweep interval": o.SweepInterval, "timeout check interval": o.TimeoutCheckInterval} {
 		if d < 0 {
 			return fmt.Errorf("%s must not be negative, got %s", name, d)
@@ -147,9 +147,6 @@ func New(st Store, opts Options) (*Pipeline, error) {
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now
-	}
-	if opts.Scope.TotalShards == 0 {
-		opts.Scope = scope.Unscoped
 	}
 	p := &Pipeline{store: st, opts: opts, log: opts.Logger, syncedCh: make(chan struct{}),
 		routing: newRouting(opts.HistogramLabels, opts.PodLabels),

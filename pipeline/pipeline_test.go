@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/podslo/podslo/lifecycle"
+	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/sli"
 	"github.com/podslo/podslo/store"
 )
@@ -25,7 +26,7 @@ func pipelineOnMemory(t *testing.T, fail *int) (*Pipeline, *store.Store) {
 	st, err := store.Open(store.Options{Dir: store.InMemory})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
-	p, err := New(failingStore{st, fail}, Options{Now: func() time.Time { return time.Unix(1700000100, 0) }})
+	p, err := New(failingStore{st, fail}, Options{Scope: scope.Unscoped, Now: func() time.Time { return time.Unix(1700000100, 0) }})
 	require.NoError(t, err)
 	return p, st
 }
@@ -320,6 +321,7 @@ func TestHandleRecordsObservationWithDimensions(t *testing.T) {
 	p, err := New(st, Options{
 		PodLabels:       []string{"app"},
 		HistogramLabels: sli.HistogramLabels{{Name: "team", Source: sli.FromLabel, Key: "team"}, {Name: "tier", Source: sli.FromAnnotation, Key: "tier"}},
+		Scope:           scope.Unscoped,
 		Now:             func() time.Time { return now },
 	})
 	require.NoError(t, err)
@@ -348,30 +350,6 @@ func TestHandleRecordsObservationWithDimensions(t *testing.T) {
 	var metas []store.PodMeta
 	st.Pods(func(_ types.UID, _ *lifecycle.State, m *store.PodMeta) { metas = append(metas, *m) })
 	assert.Equal(t, []store.PodMeta{{Namespace: "ns", Name: "web", Node: "n1", RuntimeClass: "kata", StorageClass: "none", PodLabels: []string{"web"}, HistogramLabels: []string{"pay", "gold"}}}, metas)
-}
-
-func TestValidate(t *testing.T) {
-	tests := []struct {
-		labels sli.HistogramLabels
-		err    string
-	}{
-		{sli.HistogramLabels{{Name: "team", Source: sli.FromLabel, Key: "team"}}, ""},
-		{sli.HistogramLabels{{Name: "1team", Source: sli.FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
-		{sli.HistogramLabels{{Name: "__team", Source: sli.FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
-		{sli.HistogramLabels{{Name: "runtime_class", Source: sli.FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
-		{sli.HistogramLabels{{Name: "a", Source: sli.FromLabel, Key: "x"}, {Name: "a", Source: sli.FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
-		{sli.HistogramLabels{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label", "annotation", "node-label" or "owner-kind", got "field"`},
-		{sli.HistogramLabels{{Name: "a", Source: sli.FromLabel}}, `histogram label "a": key must not be empty`},
-	}
-	for _, tt := range tests {
-		o := Options{HistogramLabels: tt.labels}
-		err := o.Validate()
-		if tt.err == "" {
-			assert.NoError(t, err)
-		} else {
-			assert.ErrorContains(t, err, tt.err)
-		}
-	}
 }
 
 // The chaos run found this: on a full disk, a pod's deletion request and

@@ -64,6 +64,23 @@ var (
 	// writes the pod's runtime and storage class in this order.
 	ClassLabels = []string{"runtime_class", "storage_class"}
 	// PodSeriesLabels are the labels of every per-pod series, in the order
-	// the collectors write their values.
+	// AppendPodLabelValues writes their values.
 	PodSeriesLabels = []string{"namespace", "pod", "uid", "node", "runtime_class", "storage_class"}
+)
+
+// The families of what became of each observation. Their store family is
+// FamilySkipped (skips) and the histograms' own counts (precision); their
+// label values are SkipLabelValues and PrecisionLabelValues, in the order
+// of their Labels.
+var (
+	Skipped = &MetricFamily{
+		Name: "podslo_observations_skipped_total", Type: Counter, Stability: Alpha,
+		Help:   "Observations not made, by SLI and reason. Each pod counts at most once per SLI and reason.",
+		Labels: []string{"sli", "reason"},
+	}
+	Observations = &MetricFamily{
+		Name: "podslo_observations_total", Type: Counter, Stability: Alpha,
+		Help:   "Observations made into podslo's histograms, by SLI and precision: millisecond when both ends were timed by the watch while it was current, second when either end is a one-second condition time.",
+		Labels: []string{"sli", "precision"},
+	}
 )

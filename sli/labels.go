@@ -203,10 +203,58 @@ func (a *AggregateSpec) aggregateLabels() []string {
 // a.LabelValue(o) if a has a Label, then histogramValues (from
 // HistogramLabels.Values).
 func (a *AggregateSpec) LabelValues(runtimeClass, storageClass string, o lifecycle.Observation, histogramValues []string) []string {
-	values := make([]string, 0, 3+len(histogramValues))
-	values = append(values, runtimeClass, storageClass)
+	var extra string
 	if a.LabelValue != nil {
-		values = append(values, a.LabelValue(o))
+		extra = a.LabelValue(o)
 	}
-	return append(values, histogramValues...)
+	return a.AppendLabelValues(make([]string, 0, len(ClassLabels)+1+len(histogramValues)), runtimeClass, storageClass, extra, histogramValues)
+}
+
+// AppendLabelValues appends to buf the label values of one of a's series,
+// in the order of a's LabelNames: the runtime and storage class, extra if a
+// has a Label (ignored if not), then histogramValues. The collectors write
+// the zero series of counters with it; ParseLabelValues reads it back.
+func (a *AggregateSpec) AppendLabelValues(buf []string, runtimeClass, storageClass, extra string, histogramValues []string) []string {
+	buf = append(buf, runtimeClass, storageClass)
+	if a.Label != "" {
+		buf = append(buf, extra)
+	}
+	return append(buf, histogramValues...)
+}
+
+// ParseLabelValues reads back the classes and the histogram label values of
+// one of a's series, as AppendLabelValues wrote them under histogramLabels
+// histogram labels. ok is false for a series with another number of
+// values: one persisted under another --histogram-label set, or malformed.
+// histogramValues shares values' array.
+func (a *AggregateSpec) ParseLabelValues(values []string, histogramLabels int) (runtimeClass, storageClass string, histogramValues []string, ok bool) {
+	n := len(ClassLabels) + histogramLabels
+	if a.Label != "" {
+		n++
+	}
+	if len(values) != n {
+		return "", "", nil, false
+	}
+	return values[0], values[1], values[n-histogramLabels:], true
+}
+
+// AppendPodLabelValues appends to buf the label values of a per-pod
+// series, in the order of PodSeriesLabels and then of the --pod-label
+// labels (MetricFamily.LabelNames): podLabels are the pod's values of
+// those labels.
+func AppendPodLabelValues(buf []string, namespace, pod, uid, node, runtimeClass, storageClass string, podLabels []string) []string {
+	buf = append(buf, namespace, pod, uid, node, runtimeClass, storageClass)
+	return append(buf, podLabels...)
+}
+
+// SkipLabelValues are the label values of a skip's series in the store
+// family FamilySkipped, in the order of Skipped's labels.
+func SkipLabelValues(s lifecycle.Skip) []string {
+	return []string{s.SLI.String(), s.Reason.String()}
+}
+
+// PrecisionLabelValues are the label values of an SLI's series of
+// Observations, in the order of its labels.
+func PrecisionLabelValues(s lifecycle.SLI, precise bool) []string {
+	return []string{s.String(), Precision(precise)}
 }

@@ -1,6 +1,7 @@
 package sli
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -115,4 +116,75 @@ func TestLabelNamesMatchValues(t *testing.T) {
 	assert.Equal(t, []string{"kata", "ssd", "init", "pay", "gold"}, phase.LabelValues("kata", "ssd", o, values))
 	pod := PerPod()[0]
 	assert.Equal(t, append(append([]string(nil), PodSeriesLabels...), "label_app"), pod.MetricFamily().LabelNames(h.Names(), []string{"label_app"}), "per-pod series carry no histogram labels")
+}
+
+// TestLabelValuesRoundTrip: what the collectors read back of a series
+// (ParseLabelValues) is what AppendLabelValues wrote, for every aggregate,
+// and a series written under another number of histogram labels is
+// refused.
+func TestLabelValuesRoundTrip(t *testing.T) {
+	for _, a := range Aggregates() {
+		for _, histogram := range [][]string{nil, {"pay"}, {"pay", "gold"}} {
+			values := a.AppendLabelValues(nil, "kata", "ssd", "extra", histogram)
+			names := a.MetricFamily().LabelNames(make([]string, len(histogram)), nil)
+			require.Len(t, values, len(names), a.Name)
+			if a.Label != "" {
+				assert.Equal(t, "extra", values[slices.Index(names, a.Label)], a.Name)
+			} else {
+				assert.NotContains(t, values, "extra", "%s has no extra label", a.Name)
+			}
+			runtimeClass, storageClass, got, ok := a.ParseLabelValues(values, len(histogram))
+			require.True(t, ok, a.Name)
+			assert.Equal(t, "kata", runtimeClass, a.Name)
+			assert.Equal(t, "ssd", storageClass, a.Name)
+			assert.Equal(t, append([]string{}, histogram...), append([]string{}, got...), a.Name)
+			_, _, _, ok = a.ParseLabelValues(values, len(histogram)+1)
+			assert.False(t, ok, "%s: a series of another histogram label set", a.Name)
+		}
+	}
+}
+
+// TestPodAndSkipLabelValues: the per-pod, skip and precision label values
+// land under the label names the families declare.
+func TestPodAndSkipLabelValues(t *testing.T) {
+	names := PerPod()[0].MetricFamily().LabelNames(nil, []string{"label_app"})
+	values := AppendPodLabelValues(nil, "ns", "web-1", "u1", "node-a", "kata", "ssd", []string{"web"})
+	require.Len(t, values, len(names))
+	byName := map[string]string{}
+	for i, n := range names {
+		byName[n] = values[i]
+	}
+	assert.Equal(t, map[string]string{"namespace": "ns", "pod": "web-1", "uid": "u1", "node": "node-a", "runtime_class": "kata", "storage_class": "ssd", "label_app": "web"}, byName)
+
+	skip := lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.TooOld}
+	assert.Equal(t, []string{"sli", "reason"}, Skipped.Labels)
+	assert.Equal(t, []string{"readiness", "too_old"}, SkipLabelValues(skip))
+	assert.Equal(t, []string{"sli", "precision"}, Observations.Labels)
+	assert.Equal(t, []string{"readiness", "millisecond"}, PrecisionLabelValues(lifecycle.Readiness, true))
+	assert.Equal(t, []string{"readiness", "second"}, PrecisionLabelValues(lifecycle.Readiness, false))
+}
+
+// TestHistogramLabelsValidate: a HistogramLabels built in code, not
+// parsed, is checked as ParseHistogramLabels checks it.
+func TestHistogramLabelsValidate(t *testing.T) {
+	tests := []struct {
+		labels HistogramLabels
+		err    string
+	}{
+		{HistogramLabels{{Name: "team", Source: FromLabel, Key: "team"}}, ""},
+		{HistogramLabels{{Name: "1team", Source: FromLabel, Key: "team"}}, `histogram label name "1team" is not a valid Prometheus label name`},
+		{HistogramLabels{{Name: "__team", Source: FromLabel, Key: "team"}}, `histogram label name "__team" is not a valid Prometheus label name`},
+		{HistogramLabels{{Name: "runtime_class", Source: FromLabel, Key: "x"}}, `histogram label name "runtime_class" is used twice or clashes with a built-in label`},
+		{HistogramLabels{{Name: "a", Source: FromLabel, Key: "x"}, {Name: "a", Source: FromAnnotation, Key: "y"}}, `histogram label name "a" is used twice`},
+		{HistogramLabels{{Name: "a", Source: "field", Key: "x"}}, `histogram label "a": source must be "label", "annotation", "node-label" or "owner-kind", got "field"`},
+		{HistogramLabels{{Name: "a", Source: FromLabel}}, `histogram label "a": key must not be empty`},
+	}
+	for _, tt := range tests {
+		err := tt.labels.Validate()
+		if tt.err == "" {
+			assert.NoError(t, err)
+		} else {
+			assert.ErrorContains(t, err, tt.err)
+		}
+	}
 }

@@ -145,25 +145,25 @@ func FromStore(st *store.Store, histogramLabels []string) Table {
 	}
 
 	st.Aggregates(func(family string, values []string, agg *store.Aggregate) {
-		// Both families start with runtime_class and storage_class; the
-		// histogram labels follow.
-		if len(values) < 2 {
-			return
-		}
 		switch family {
 		case creation:
+			runtimeClass, storageClass, _, ok := creationFamily.ParseLabelValues(values, len(histogramLabels))
 			h := agg.Histogram
-			if h == nil || len(h.Classic) != len(bounds)+1 {
+			if !ok || h == nil || len(h.Classic) != len(bounds)+1 {
 				return
 			}
-			for _, s := range rows(values[0], values[1]) {
+			for _, s := range rows(runtimeClass, storageClass) {
 				s.count += h.Count
 				for i, n := range h.Classic {
 					s.buckets[i] += n
 				}
 			}
 		case recreations:
-			for _, s := range rows(values[0], values[1]) {
+			runtimeClass, storageClass, _, ok := recreationsFamily.ParseLabelValues(values, len(histogramLabels))
+			if !ok {
+				return
+			}
+			for _, s := range rows(runtimeClass, storageClass) {
 				s.recreations += agg.Value
 			}
 		}

@@ -71,27 +71,39 @@ func Listen(lis net.Listener, addr string) (net.Listener, error) {
 	return lis, nil
 }
 
-// WebSecurity validates the exporter-toolkit web config at path as the
+// WebConfig is an exporter-toolkit web config, validated: the file, and
+// what it turns on. The zero value is plain HTTP without authentication.
+type WebConfig struct {
+	// File is the config's path, which the server reads again for each
+	// connection and request (see Serve); empty for none.
+	File string
+	// TLS and BasicAuth report whether the file, as validated, turns on
+	// TLS and basic auth: for the log line that says how the server is
+	// guarded.
+	TLS, BasicAuth bool
+}
+
+// LoadWebConfig validates the exporter-toolkit web config at path as the
 // server will load it (the YAML, the users' bcrypt hashes, the certificate
 // and key files), so that a mistake stops the process at start rather than
-// failing every scrape. It reports whether the config turns on TLS and
-// basic auth; the empty path turns on neither.
-func WebSecurity(path string) (tls, basicAuth bool, err error) {
+// failing every scrape, and returns what it turns on. A component loads it
+// once, in New; the empty path is plain HTTP.
+func LoadWebConfig(path string) (WebConfig, error) {
 	if path == "" {
-		return false, false, nil
+		return WebConfig{}, nil
 	}
 	if err := web.Validate(path); err != nil {
-		return false, false, err
+		return WebConfig{}, err
 	}
 	raw, err := os.ReadFile(path)
 	if err != nil {
-		return false, false, err
+		return WebConfig{}, err
 	}
 	var c web.Config
 	if err := yaml.Unmarshal(raw, &c); err != nil {
-		return false, false, err
+		return WebConfig{}, err
 	}
-	return c.TLSConfig.IsEnabled(), len(c.Users) > 0, nil
+	return WebConfig{File: path, TLS: c.TLSConfig.IsEnabled(), BasicAuth: len(c.Users) > 0}, nil
 }
 
 // Flags the exporter and the agent share, bound by their AddFlags.
@@ -109,13 +121,15 @@ const (
 // serving fails.
 //
 // It serves through exporter-toolkit, like node_exporter and
-// kube-state-metrics: webConfigFile, when not empty, turns on TLS and basic
-// auth for every path, /healthz and /readyz included, and is read again
-// for each connection and request, so that renewed certificates and changed
-// users apply without a restart.
-func Serve(ctx context.Context, lis net.Listener, h http.Handler, webConfigFile string, shutdownTimeout time.Duration, log *slog.Logger) error {
+// kube-state-metrics: wc, when it names a file, turns on TLS and basic
+// auth for every path, /healthz and /readyz included. The toolkit reads the
+// file again for each connection and request, so that renewed certificates
+// and changed users apply without a restart; LoadWebConfig checked it once
+// at start.
+func Serve(ctx context.Context, lis net.Listener, h http.Handler, wc WebConfig, shutdownTimeout time.Duration, log *slog.Logger) error {
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ErrorLog: stdlog.New(httpErrorLog{log}, "", 0)}
 	systemdSocket := false
+	webConfigFile := wc.File
 	flags := &web.FlagConfig{
 		WebListenAddresses: &[]string{lis.Addr().String()},
 		WebSystemdSocket:   &systemdSocket,

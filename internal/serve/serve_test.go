@@ -22,13 +22,15 @@ import (
 // the listener's address.
 func serveMux(t *testing.T, webConfigFile string) string {
 	t.Helper()
+	wc, err := LoadWebConfig(webConfigFile)
+	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("up 1\n")) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Serve(ctx, lis, Mux(metrics, func() bool { return true }), webConfigFile, 5*time.Second, slog.New(slog.DiscardHandler))
+		done <- Serve(ctx, lis, Mux(metrics, func() bool { return true }), wc, 5*time.Second, slog.New(slog.DiscardHandler))
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -112,7 +114,7 @@ func TestServeWithWebConfig(t *testing.T) {
 	})
 }
 
-func TestWebSecurity(t *testing.T) {
+func TestLoadWebConfig(t *testing.T) {
 	wc := testenv.WriteWebConfig(t, map[string]string{"prometheus": "s3cret"})
 	dir := filepath.Dir(wc.Path)
 	write := func(name, content string) string {
@@ -148,14 +150,13 @@ func TestWebSecurity(t *testing.T) {
 		{name: "missing file", path: missing, wantErr: "open " + missing + ": no such file or directory"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			gotTLS, gotBasicAuth, err := WebSecurity(tc.path)
+			got, err := LoadWebConfig(tc.path)
 			if tc.wantErr != "" {
 				assert.EqualError(t, err, tc.wantErr)
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, tc.wantTLS, gotTLS, "tls")
-			assert.Equal(t, tc.wantBasicAuth, gotBasicAuth, "basic auth")
+			assert.Equal(t, WebConfig{File: tc.path, TLS: tc.wantTLS, BasicAuth: tc.wantBasicAuth}, got)
 		})
 	}
 }
