@@ -41,7 +41,11 @@ type Results struct {
 	LoosePods     map[string]int `json:"loosePods"`
 	// Unjudged lists those pods with their reasons, and UnjudgedHistories
 	// what the recorder saw of them.
-	Unjudged          []string        `json:"unjudged,omitempty"`
+	Unjudged []string `json:"unjudged,omitempty"`
+	// Contradictions are the pods whose history the real kubelet cannot
+	// have written (oracle.go, contradiction): a fault of deploy/kwok's,
+	// which fails the run without charging podslo or the oracle.
+	Contradictions    []string        `json:"contradictions,omitempty"`
 	UnjudgedHistories []*history      `json:"unjudgedHistories,omitempty"`
 	Families          []*FamilyResult `json:"families"`
 	PodCheck          *PodCheck       `json:"podCheck"`
@@ -172,7 +176,7 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 	byUID := map[string]*podVerdict{}
 	names := map[string]string{}
 	res.UncertainPods, res.LoosePods = map[string]int{}, map[string]int{}
-	res.Unjudged, res.UnjudgedHistories = nil, nil
+	res.Unjudged, res.UnjudgedHistories, res.Contradictions = nil, nil, nil
 	for uid, h := range histories {
 		v := oc.judge(h, tl)
 		verdicts[uid] = &v
@@ -184,6 +188,9 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 		for _, l := range v.Loose {
 			res.LoosePods[l]++
 		}
+		if v.Contradiction != "" {
+			res.Contradictions = append(res.Contradictions, fmt.Sprintf("%s/%s %s: %s; %s", h.Namespace, h.Name, uid, v.Contradiction, describeHistory(h)))
+		}
 		if len(v.Uncertain)+len(v.Loose) > 0 {
 			res.Unjudged = append(res.Unjudged, fmt.Sprintf("%s/%s %s: uncertain %v, loose %v", h.Namespace, h.Name, uid, v.Uncertain, v.Loose))
 			if len(res.UnjudgedHistories) < 100 {
@@ -192,6 +199,11 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 		}
 	}
 	sort.Strings(res.Unjudged)
+	sort.Strings(res.Contradictions)
+	if n := len(res.Contradictions); n > 0 {
+		res.Failures = append(res.Failures, fmt.Sprintf("deploy/kwok wrote %d pod(s) a kubelet cannot (a container started while no sandbox was ever ready), first %s",
+			n, res.Contradictions[0]))
+	}
 	exp := oc.expect(verdicts)
 	res.Families = compare(exp, got)
 	res.PodCheck = checkPods(byUID, names, got)
