@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/podslo/podslo/agent"
+	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/exporter"
 	"github.com/podslo/podslo/internal/classtable"
 )
@@ -97,7 +98,7 @@ func (d *Demo) Start(ctx context.Context) (err error) {
 		}
 	}()
 	bar.add(1)
-	if err := applyClasses(ctx, cl.client, o.SourceDir); err != nil {
+	if err := kwok.ApplyClasses(ctx, cl.client, kwok.ClassesFile(o.SourceDir)); err != nil {
 		return err
 	}
 	bar.add(1)

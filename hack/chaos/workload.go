@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/hack/harness"
 )
 
@@ -82,7 +83,7 @@ func retry(ctx context.Context, fn func() error) error {
 // kube-controller-manager creates them, and admission refuses pods
 // without), the PVCs and the nodes. It returns each claim's class.
 func (c *client) setUp(ctx context.Context, repo string, nodes int) (map[string]string, error) {
-	if err := harness.ApplyClasses(ctx, c.cs, harness.ClassesFile(repo)); err != nil {
+	if err := kwok.ApplyClasses(ctx, c.cs, kwok.ClassesFile(repo)); err != nil {
 		return nil, err
 	}
 	fast := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fastClass}, Provisioner: "kubernetes.io/no-provisioner"}

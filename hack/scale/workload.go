@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/hack/harness"
 )
 
@@ -74,7 +75,7 @@ func retry(ctx context.Context, fn func() error) error {
 // no kube-controller-manager to create them, and admission refuses pods
 // without).
 func (w *workload) setUp(ctx context.Context, repo string) error {
-	if err := harness.ApplyClasses(ctx, w.cs, harness.ClassesFile(repo)); err != nil {
+	if err := kwok.ApplyClasses(ctx, w.cs, kwok.ClassesFile(repo)); err != nil {
 		return err
 	}
 	_, err := w.cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
