@@ -1,37 +1,35 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // Results is the JSON the run writes.
 type Results struct {
-	Started       time.Time     `json:"started"`
-	Finished      time.Time     `json:"finished"`
-	Command       []string      `json:"command"`
-	Machine       Machine       `json:"machine"`
-	Versions      Versions      `json:"versions"`
-	Options       *Options      `json:"options"`
-	Plan          []fault       `json:"plan"`
-	Faults        *faults       `json:"faults"`
-	GrowSeconds   float64       `json:"growSeconds"`
-	SettleSeconds float64       `json:"settleSeconds"`
-	Workload      driverStats   `json:"workload"`
-	Instances     []instance    `json:"instances"`
-	Restarts      RestartResult `json:"restarts"`
+	Started       time.Time        `json:"started"`
+	Finished      time.Time        `json:"finished"`
+	Command       []string         `json:"command"`
+	Machine       harness.Machine  `json:"machine"`
+	Versions      harness.Versions `json:"versions"`
+	Options       *Options         `json:"options"`
+	Plan          []fault          `json:"plan"`
+	Faults        *faults          `json:"faults"`
+	GrowSeconds   float64          `json:"growSeconds"`
+	SettleSeconds float64          `json:"settleSeconds"`
+	Workload      driverStats      `json:"workload"`
+	Instances     []instance       `json:"instances"`
+	Restarts      RestartResult    `json:"restarts"`
 	// PodsSeen is every pod UID the recorder saw; LivePods those alive at
 	// the end.
 	PodsSeen int `json:"podsSeen"`
@@ -106,47 +104,6 @@ type LogResult struct {
 	// Counted is, for the timeout and exclusion counters, how often the
 	// exporter logged each pod as counted (see podcounts.go).
 	Counted map[string]map[types.UID]int `json:"counted,omitempty"`
-}
-
-type Machine struct {
-	CPUs     int    `json:"cpus"`
-	MemBytes int64  `json:"memBytes"`
-	Kernel   string `json:"kernel"`
-	Go       string `json:"go"`
-}
-
-type Versions struct {
-	Podslo     string `json:"podslo"` // git describe of the repository
-	Kubernetes string `json:"kubernetes"`
-	Kwok       string `json:"kwok"`
-}
-
-func describeMachine() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	var si syscall.Sysinfo_t
-	if syscall.Sysinfo(&si) == nil {
-		m.MemBytes = int64(si.Totalram) * int64(si.Unit)
-	}
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		b := make([]byte, 0, len(u.Release))
-		for _, c := range u.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		m.Kernel = string(b)
-	}
-	return m
-}
-
-func describeVersions(ctx context.Context, o *Options) Versions {
-	v := Versions{Kubernetes: filepath.Base(o.Testbin), Kwok: strings.TrimPrefix(filepath.Base(o.Kwokbin), "kwok-")}
-	if out, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "describe", "--always", "--dirty").Output(); err == nil {
-		v.Podslo = strings.TrimSpace(string(out))
-	}
-	return v
 }
 
 // judgeRun builds the expectation from the histories and the timeline (the

@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // errMismatch: the run finished and the exporter's figures disagree with
 // the ground truth.
-var errMismatch = errors.New("the exporter's metrics disagree with the ground truth")
+var errMismatch = fmt.Errorf("the exporter's metrics disagree with the ground truth: %w", harness.ErrMismatch)
 
 // maxObservationAge is the exporter's default --max-observation-age: the
 // run must end within it, or the oracle would have to model too_old skips.
@@ -39,7 +41,7 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		o.Seed = time.Now().UnixNano()
 	}
 	log.Info("Chaos run", "workdir", o.Workdir, "seed", o.Seed, "pods", o.Pods, "kills", o.Kills, "outage", o.Outage, "diskFull", o.DiskFull)
-	res := &Results{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o), Options: o, Command: os.Args}
+	res := &Results{Started: time.Now().UTC(), Machine: harness.DescribeMachine(), Versions: harness.DescribeVersions(ctx, o.Repo, o.Testbin, o.Kwokbin), Options: o, Command: os.Args}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 2))
 
 	var keepLogs string
