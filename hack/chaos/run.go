@@ -294,6 +294,11 @@ func unsettled(o *Options, d *driver, rec *recorder, sup *supervisor) string {
 			} else if due := time.Unix(r.Scheduled.Time, 0).Add(o.SandboxTimeout + 15*time.Second); now.Before(due) {
 				why = name + " is not past its sandbox timeout"
 			}
+		case !r.Ready.isTrue() && r.Sandbox.Status == "" && r.Scheduled.Time != 0 && now.Sub(time.Unix(r.Scheduled.Time, 0)) > time.Minute:
+			// kwok keys its stages by name: a stage of an earlier pod of
+			// the name, retried through the outage, can replace this
+			// pod's own, and kwok then plays none on it.
+			why = name + " is not Ready: kwok never admitted it (no PodReadyToStartContainers a minute after its binding)"
 		case !r.Ready.isTrue():
 			why = name + " is not Ready"
 		case h.Crash && r.Restarts == 0:
