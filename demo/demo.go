@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/podslo/podslo/agent"
+	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/exporter"
 	"github.com/podslo/podslo/internal/classtable"
 )
@@ -130,7 +131,7 @@ func (d *Demo) build(ctx context.Context) (_ *parts, err error) {
 		return nil, err
 	}
 	p.bar.add(1)
-	if err := applyClasses(ctx, p.cluster.client, o.SourceDir); err != nil {
+	if err := kwok.ApplyClasses(ctx, p.cluster.client, kwok.ClassesFile(o.SourceDir)); err != nil {
 		return nil, err
 	}
 	p.bar.add(1)

@@ -1,29 +1,21 @@
 package demo
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	nodev1 "k8s.io/api/node/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/podslo/podslo/agent"
 	"github.com/podslo/podslo/agent/probe"
@@ -128,42 +120,6 @@ var readinessProbe = &corev1.Probe{
 // the agent probes, times out and writes the gate False, which is what a
 // demo without real containers can show of it.
 const probeAnnotation = `{"tcpSocket":{"port":8080},"periodSeconds":1,"timeoutSeconds":1,"failureThreshold":2}`
-
-// applyClasses creates deploy/kwok/classes.yaml's RuntimeClasses and
-// StorageClass.
-func applyClasses(ctx context.Context, c kubernetes.Interface, sourceDir string) error {
-	path := filepath.Join(sourceDir, "deploy", "kwok", "classes.yaml")
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("read the classes: %w", err)
-	}
-	defer f.Close()
-	docs := utilyaml.NewYAMLReader(bufio.NewReader(f))
-	for {
-		doc, err := docs.Read()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("read %s: %w", path, err)
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return fmt.Errorf("decode %s: %w", path, err)
-		}
-		switch o := obj.(type) {
-		case *nodev1.RuntimeClass:
-			_, err = c.NodeV1().RuntimeClasses().Create(ctx, o, metav1.CreateOptions{})
-		case *storagev1.StorageClass:
-			_, err = c.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			err = fmt.Errorf("%s: unexpected %T", path, obj)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create the classes: %w", err)
-		}
-	}
-}
 
 // NodeName is the name of the demo's i-th node.
 func NodeName(i int) string { return "kwok-node-" + strconv.Itoa(i) }

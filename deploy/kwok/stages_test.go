@@ -135,7 +135,9 @@ type fixture struct {
 }
 
 type snapshot struct {
-	Seen              time.Time    `json:"seen"`
+	Seen time.Time `json:"seen"`
+	// UID tells apart pods of one name (the fixtures leave it out).
+	UID               types.UID    `json:"uid,omitempty"`
 	Deleted           bool         `json:"deleted,omitempty"`
 	DeletionTimestamp *metav1.Time `json:"deletionTimestamp,omitempty"`
 	GracePeriod       *int64       `json:"deletionGracePeriodSeconds,omitempty"`
@@ -241,7 +243,7 @@ func firstWith(ss []state, part string) *state {
 }
 
 func snapshotOf(pod *corev1.Pod, deleted bool) snapshot {
-	s := snapshot{Seen: time.Now(), Deleted: deleted, DeletionTimestamp: pod.DeletionTimestamp,
+	s := snapshot{Seen: time.Now(), UID: pod.UID, Deleted: deleted, DeletionTimestamp: pod.DeletionTimestamp,
 		GracePeriod: pod.DeletionGracePeriodSeconds, Phase: string(pod.Status.Phase)}
 	for _, c := range pod.Status.Conditions {
 		s.Conditions = append(s.Conditions, struct {
@@ -300,6 +302,14 @@ func (r *recorder) pod(key string) *corev1.Pod {
 // one fake node, and watches the pods.
 func startKwok(t *testing.T) (kubernetes.Interface, *recorder) {
 	env := testenv.Start(t)
+	runKwok(t, env, env.Kubeconfig)
+	return env.Client, watchPods(t, env.Client)
+}
+
+// runKwok creates the fake node and the runc RuntimeClass, and runs kwok
+// with pod-stages.yaml, reaching the API server through kubeconfig, until
+// it made the node Ready.
+func runKwok(t *testing.T, env *testenv.Env, kubeconfig string) {
 	c := env.Client
 	ctx := context.Background()
 	_, err := c.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
@@ -309,7 +319,7 @@ func startKwok(t *testing.T) (kubernetes.Interface, *recorder) {
 	_, err = c.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{ObjectMeta: metav1.ObjectMeta{Name: "runc"}, Handler: "runc"}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
-	cmd := exec.Command(kwokBinary(t), "--kubeconfig", env.Kubeconfig,
+	cmd := exec.Command(kwokBinary(t), "--kubeconfig", kubeconfig,
 		"--config", "pod-stages.yaml", "--config", "node-stages.yaml",
 		"--manage-single-node", nodeName)
 	testenv.StartCommand(t, "kwok", cmd)
@@ -327,11 +337,14 @@ func startKwok(t *testing.T) (kubernetes.Interface, *recorder) {
 		}
 		return false
 	}, time.Minute, 50*time.Millisecond, "kwok never made its node Ready")
+}
 
+// watchPods records every pod's states, by namespace/name.
+func watchPods(t *testing.T, c kubernetes.Interface) *recorder {
 	rec := &recorder{pods: map[string][]snapshot{}, last: map[string]*corev1.Pod{}}
 	factory := informers.NewSharedInformerFactory(c, 0)
 	inf := factory.Core().V1().Pods().Informer()
-	_, err = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { rec.observe(obj, false) },
 		UpdateFunc: func(_, obj any) { rec.observe(obj, false) },
 		DeleteFunc: func(obj any) { rec.observe(obj, true) },
@@ -341,7 +354,7 @@ func startKwok(t *testing.T) (kubernetes.Interface, *recorder) {
 	t.Cleanup(func() { close(stop) })
 	factory.Start(stop)
 	require.True(t, cache.WaitForCacheSync(stop, inf.HasSynced))
-	return c, rec
+	return rec
 }
 
 // kwokBinary is $PODSLO_KWOKBIN/kwok, or kwok-<version of hack/kwok/go.mod>

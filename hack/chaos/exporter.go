@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // supervisor runs the exporter as a child process, restarts it when it dies
@@ -36,15 +37,6 @@ type supervisor struct {
 	changed   chan struct{}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // newSupervisor prepares the exporter: a copy of the binary under another
 // name (a broad `pkill podslo` by someone else on a shared machine must not
 // reach it), its flags and its address.
@@ -57,7 +49,7 @@ func newSupervisor(o *Options, kubeconfig, stateDir string, log *slog.Logger) (*
 	if err := os.WriteFile(bin, b, 0o755); err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	port, err := harness.FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -126,30 +118,20 @@ func (s *supervisor) startOne(ctx context.Context) error {
 	n := len(s.insts) + 1
 	s.mu.Unlock()
 	logPath := filepath.Join(s.logDir, fmt.Sprintf("exporter-%03d.log", n))
-	logf, err := os.Create(logPath)
+	p, err := harness.StartProcess(exec.Command(s.bin, s.args...), logPath, false)
 	if err != nil {
-		return err
-	}
-	cmd := exec.Command(s.bin, s.args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Its own process group, killed with the run if the run dies.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
 		return fmt.Errorf("start the exporter: %w", err)
 	}
+	cmd := p.Cmd
 	done := make(chan struct{})
 	s.mu.Lock()
-	s.insts = append(s.insts, instance{N: n, Start: start})
+	s.insts = append(s.insts, instance{N: n, Start: p.Started})
 	idx := len(s.insts) - 1
 	s.cur, s.done = cmd, done
 	s.notify()
 	s.mu.Unlock()
 	go func() {
-		err := cmd.Wait()
-		exit := time.Now()
-		logf.Close()
+		exit, err := p.Exit()
 		status := "exit 0"
 		if err != nil {
 			status = err.Error()

@@ -13,32 +13,23 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := parseOptions(os.Args[1:])
-	if err == nil {
-		err = opts.Validate()
-	}
-	if err == nil && opts.Rejudge != "" {
-		err = rejudge(opts, log)
-	} else if err == nil {
-		err = run(ctx, opts, log)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos:", err)
-		if errors.Is(err, errMismatch) {
-			os.Exit(2)
+	harness.Main("chaos", func(ctx context.Context, log *slog.Logger, args []string) error {
+		opts, err := parseOptions(args)
+		if err == nil {
+			err = opts.Validate()
 		}
-		os.Exit(1)
-	}
+		switch {
+		case err != nil:
+			return err
+		case opts.Rejudge != "":
+			return rejudge(opts, log)
+		}
+		return run(ctx, opts, log)
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -638,5 +639,121 @@ func TestSumRounding(t *testing.T) {
 		if f.Family == mPull && f.SumMismatches != 1 {
 			t.Errorf("a sum 1 ms off: %+v", f)
 		}
+	}
+}
+
+// contradicted is chaos-05/pod-00155 of a failed run: created one second
+// after the API server came back, scheduled, admitted (sandbox False), and
+// then given its predecessor's termination by kwok (a container that
+// started before the pod even existed, sandbox False, phase Succeeded),
+// with no sandbox of its own ever ready; alive and never Ready at the end.
+func contradicted() *history {
+	return build("runc", nil,
+		step{0, sched(0)},
+		step{0.1, sandbox("False", 0)},
+		step{1.5, func(r *revision) { sandbox("False", 1)(r); ready("False", 1)(r); r.Ran = t0 - 40 }},
+	)
+}
+
+func TestContradiction(t *testing.T) {
+	if c := contradiction(contradicted()); c == "" {
+		t.Error("a container start with no sandbox ever ready: no contradiction named")
+	}
+	restartOnly := build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{1, func(r *revision) { r.Restarts = 1 }})
+	if c := contradiction(restartOnly); c == "" {
+		t.Error("a restart with no sandbox ever ready: no contradiction named")
+	}
+	// A sandbox lost and re-created: the containers ran in a ready one.
+	crash := lifecycle("runc", 30, 1)
+	crash.Revs = append(crash.Revs[:5:5],
+		revision{At: at(10), Scheduled: crash.Revs[4].Scheduled, Sandbox: cond{"False", t0 + 10}, Ready: crash.Revs[4].Ready, Started: t0 + 2, Ran: t0 + 2},
+		revision{At: at(10.2), Scheduled: crash.Revs[4].Scheduled, Sandbox: cond{"True", t0 + 10}, Ready: crash.Revs[4].Ready, Started: t0 + 10, Ran: t0 + 2, Restarts: 1})
+	for i := range crash.Revs[3:5] {
+		crash.Revs[3+i].Ran = t0 + 2
+	}
+	for _, h := range []*history{lifecycle("kata", 1, 3), crash} {
+		if c := contradiction(h); c != "" {
+			t.Errorf("a kubelet's history named a contradiction: %s", c)
+		}
+	}
+}
+
+// TestOracleDoesNotChargeAContradiction judges the contradicted pod against
+// both readings: podslo's documented one (recreated_before_seen: the
+// container start says a first sandbox was ready and lost, so no timeout)
+// and the oracle's (pending past its timeout). Neither is lost nor
+// doubled; the same exposition against a stuck pod without the
+// contradiction is.
+func TestOracleDoesNotChargeAContradiction(t *testing.T) {
+	timeouts := classSeries(mTimeouts, classLabels{"runc", "none"})
+	recreated := seriesKey(mSkipped, map[string]string{"sli": "sandbox_creation", "reason": "recreated_before_seen"})
+	podslo := map[string]float64{recreated: 1}
+	oracle := map[string]float64{timeouts: 1}
+	stuck := build("runc", nil, step{0, sched(0)}, step{0.1, sandbox("False", 0)})
+	for _, tc := range []struct {
+		name    string
+		h       *history
+		got     map[string]float64
+		charged bool
+	}{
+		{"contradiction, podslo's reading", contradicted(), podslo, false},
+		{"contradiction, the oracle's reading", contradicted(), oracle, false},
+		{"contradiction, neither", contradicted(), map[string]float64{}, false},
+		{"contradiction, both at once", contradicted(), map[string]float64{timeouts: 1, recreated: 2}, true},
+		{"stuck, the oracle's reading", stuck, oracle, false},
+		{"stuck, podslo's reading", stuck, podslo, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oc := config()
+			v := oc.judge(tc.h, watchingAll())
+			if (v.Contradiction != "") != (tc.h != stuck) {
+				t.Fatalf("contradiction %q", v.Contradiction)
+			}
+			exp := oc.expect(map[types.UID]*podVerdict{tc.h.UID: &v})
+			// Every other series as the oracle expects it; the two
+			// readings' counters as given.
+			got := &exposition{Series: map[string]float64{}}
+			for k, b := range exp.Series {
+				got.Series[k] = b.Lo
+			}
+			for _, k := range []string{timeouts, recreated} {
+				got.Series[k] = tc.got[k]
+			}
+			var off []string
+			for _, f := range compare(exp, got) {
+				if !f.ok() {
+					off = append(off, fmt.Sprintf("%s lost %v doubled %v", f.Family, f.Lost, f.Doubled))
+				}
+			}
+			if charged := len(off) > 0; charged != tc.charged {
+				t.Errorf("charged %v, want %v: %v", charged, tc.charged, off)
+			}
+		})
+	}
+}
+
+// TestJudgeRunNamesAContradiction: the run fails naming deploy/kwok, not a
+// lost or doubled count.
+func TestJudgeRunNamesAContradiction(t *testing.T) {
+	h := contradicted()
+	res := &Results{Options: &Options{SandboxTimeout: 60 * time.Second}, End: at(1000),
+		Instances: []instance{{N: 1, Start: at(-20), Ready: at(-15)}}}
+	got := &exposition{Series: map[string]float64{
+		seriesKey(mSkipped, map[string]string{"sli": "sandbox_creation", "reason": "recreated_before_seen"}): 1,
+	}, Buckets: []float64{0.5, 1, 2, 5, 10}}
+	judgeRun(res, map[types.UID]*history{h.UID: h}, got)
+	if len(res.Contradictions) != 1 {
+		t.Fatalf("contradictions: %v", res.Contradictions)
+	}
+	var named bool
+	for _, f := range res.Failures {
+		if strings.HasPrefix(f, "deploy/kwok wrote 1 pod(s) a kubelet cannot") {
+			named = true
+		} else {
+			t.Errorf("charged elsewhere: %s", f)
+		}
+	}
+	if !named {
+		t.Errorf("failures %v: the contradiction is not named", res.Failures)
 	}
 }

@@ -123,6 +123,9 @@ func describeHistory(h *history) string {
 		if r.Sandbox.Status != "" {
 			fmt.Fprintf(&b, " sandbox %s@%s", r.Sandbox.Status, unix(r.Sandbox.Time))
 		}
+		if r.Ran != 0 || r.Restarts != 0 {
+			fmt.Fprintf(&b, " containers ran from %s restarts %d", unix(r.Ran), r.Restarts)
+		}
 		if r.Deletion != 0 {
 			fmt.Fprintf(&b, " deletion %s grace %d", unix(r.Deletion), r.Grace)
 		}

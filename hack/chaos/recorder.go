@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 )
@@ -45,6 +47,12 @@ type revision struct {
 	Started int64 `json:"started,omitempty"`
 	// Restarts sums the containers' restartCount.
 	Restarts int32 `json:"restarts,omitempty"`
+	// Ran is the earliest start time any container or init container
+	// shows, in its state (running or terminated) or its last state, in
+	// Unix seconds; 0 when none ever started. Containers start only in a
+	// ready sandbox: a start while no sandbox of the pod was ever ready
+	// is a contradiction of the fake kubelet's (contradiction).
+	Ran int64 `json:"ran,omitempty"`
 	// Killed is the newest finishedAt of a container killed by SIGKILL
 	// (exit code 137, not OOMKilled), in Unix seconds: the kubelet's kill
 	// at the end of the grace period. 0 when none.
@@ -253,6 +261,22 @@ func readRevision(pod *corev1.Pod) revision {
 			r.Ready = v
 		case corev1.PodInitialized:
 			r.Initialized = v
+		}
+	}
+	ran := func(t metav1.Time) {
+		if !t.IsZero() && (r.Ran == 0 || t.Unix() < r.Ran) {
+			r.Ran = t.Unix()
+		}
+	}
+	for _, cs := range append(slices.Clone(pod.Status.ContainerStatuses), pod.Status.InitContainerStatuses...) {
+		if run := cs.State.Running; run != nil {
+			ran(run.StartedAt)
+		}
+		if term := cs.State.Terminated; term != nil {
+			ran(term.StartedAt)
+		}
+		if last := cs.LastTerminationState.Terminated; last != nil {
+			ran(last.StartedAt)
 		}
 	}
 	for _, cs := range pod.Status.ContainerStatuses {

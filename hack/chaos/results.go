@@ -1,37 +1,35 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"sort"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // Results is the JSON the run writes.
 type Results struct {
-	Started       time.Time     `json:"started"`
-	Finished      time.Time     `json:"finished"`
-	Command       []string      `json:"command"`
-	Machine       Machine       `json:"machine"`
-	Versions      Versions      `json:"versions"`
-	Options       *Options      `json:"options"`
-	Plan          []fault       `json:"plan"`
-	Faults        *faults       `json:"faults"`
-	GrowSeconds   float64       `json:"growSeconds"`
-	SettleSeconds float64       `json:"settleSeconds"`
-	Workload      driverStats   `json:"workload"`
-	Instances     []instance    `json:"instances"`
-	Restarts      RestartResult `json:"restarts"`
+	Started       time.Time        `json:"started"`
+	Finished      time.Time        `json:"finished"`
+	Command       []string         `json:"command"`
+	Machine       harness.Machine  `json:"machine"`
+	Versions      harness.Versions `json:"versions"`
+	Options       *Options         `json:"options"`
+	Plan          []fault          `json:"plan"`
+	Faults        *faults          `json:"faults"`
+	GrowSeconds   float64          `json:"growSeconds"`
+	SettleSeconds float64          `json:"settleSeconds"`
+	Workload      driverStats      `json:"workload"`
+	Instances     []instance       `json:"instances"`
+	Restarts      RestartResult    `json:"restarts"`
 	// PodsSeen is every pod UID the recorder saw; LivePods those alive at
 	// the end.
 	PodsSeen int `json:"podsSeen"`
@@ -41,7 +39,11 @@ type Results struct {
 	LoosePods     map[string]int `json:"loosePods"`
 	// Unjudged lists those pods with their reasons, and UnjudgedHistories
 	// what the recorder saw of them.
-	Unjudged          []string        `json:"unjudged,omitempty"`
+	Unjudged []string `json:"unjudged,omitempty"`
+	// Contradictions are the pods whose history the real kubelet cannot
+	// have written (oracle.go, contradiction): a fault of deploy/kwok's,
+	// which fails the run without charging podslo or the oracle.
+	Contradictions    []string        `json:"contradictions,omitempty"`
 	UnjudgedHistories []*history      `json:"unjudgedHistories,omitempty"`
 	Families          []*FamilyResult `json:"families"`
 	PodCheck          *PodCheck       `json:"podCheck"`
@@ -104,47 +106,6 @@ type LogResult struct {
 	Counted map[string]map[types.UID]int `json:"counted,omitempty"`
 }
 
-type Machine struct {
-	CPUs     int    `json:"cpus"`
-	MemBytes int64  `json:"memBytes"`
-	Kernel   string `json:"kernel"`
-	Go       string `json:"go"`
-}
-
-type Versions struct {
-	Podslo     string `json:"podslo"` // git describe of the repository
-	Kubernetes string `json:"kubernetes"`
-	Kwok       string `json:"kwok"`
-}
-
-func describeMachine() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	var si syscall.Sysinfo_t
-	if syscall.Sysinfo(&si) == nil {
-		m.MemBytes = int64(si.Totalram) * int64(si.Unit)
-	}
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		b := make([]byte, 0, len(u.Release))
-		for _, c := range u.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		m.Kernel = string(b)
-	}
-	return m
-}
-
-func describeVersions(ctx context.Context, o *Options) Versions {
-	v := Versions{Kubernetes: filepath.Base(o.Testbin), Kwok: strings.TrimPrefix(filepath.Base(o.Kwokbin), "kwok-")}
-	if out, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "describe", "--always", "--dirty").Output(); err == nil {
-		v.Podslo = strings.TrimSpace(string(out))
-	}
-	return v
-}
-
 // judgeRun builds the expectation from the histories and the timeline (the
 // run's Instances, Faults and End must be set) and compares it with the
 // final scrape.
@@ -172,7 +133,7 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 	byUID := map[string]*podVerdict{}
 	names := map[string]string{}
 	res.UncertainPods, res.LoosePods = map[string]int{}, map[string]int{}
-	res.Unjudged, res.UnjudgedHistories = nil, nil
+	res.Unjudged, res.UnjudgedHistories, res.Contradictions = nil, nil, nil
 	for uid, h := range histories {
 		v := oc.judge(h, tl)
 		verdicts[uid] = &v
@@ -184,6 +145,9 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 		for _, l := range v.Loose {
 			res.LoosePods[l]++
 		}
+		if v.Contradiction != "" {
+			res.Contradictions = append(res.Contradictions, fmt.Sprintf("%s/%s %s: %s; %s", h.Namespace, h.Name, uid, v.Contradiction, describeHistory(h)))
+		}
 		if len(v.Uncertain)+len(v.Loose) > 0 {
 			res.Unjudged = append(res.Unjudged, fmt.Sprintf("%s/%s %s: uncertain %v, loose %v", h.Namespace, h.Name, uid, v.Uncertain, v.Loose))
 			if len(res.UnjudgedHistories) < 100 {
@@ -192,6 +156,11 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 		}
 	}
 	sort.Strings(res.Unjudged)
+	sort.Strings(res.Contradictions)
+	if n := len(res.Contradictions); n > 0 {
+		res.Failures = append(res.Failures, fmt.Sprintf("deploy/kwok wrote %d pod(s) a kubelet cannot (a container started while no sandbox was ever ready), first %s",
+			n, res.Contradictions[0]))
+	}
 	exp := oc.expect(verdicts)
 	res.Families = compare(exp, got)
 	res.PodCheck = checkPods(byUID, names, got)

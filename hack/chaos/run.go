@@ -14,11 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // errMismatch: the run finished and the exporter's figures disagree with
 // the ground truth.
-var errMismatch = errors.New("the exporter's metrics disagree with the ground truth")
+var errMismatch = fmt.Errorf("the exporter's metrics disagree with the ground truth: %w", harness.ErrMismatch)
 
 // maxObservationAge is the exporter's default --max-observation-age: the
 // run must end within it, or the oracle would have to model too_old skips.
@@ -39,7 +41,7 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		o.Seed = time.Now().UnixNano()
 	}
 	log.Info("Chaos run", "workdir", o.Workdir, "seed", o.Seed, "pods", o.Pods, "kills", o.Kills, "outage", o.Outage, "diskFull", o.DiskFull)
-	res := &Results{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o), Options: o, Command: os.Args}
+	res := &Results{Started: time.Now().UTC(), Machine: harness.DescribeMachine(), Versions: harness.DescribeVersions(ctx, o.Repo, o.Testbin, o.Kwokbin), Options: o, Command: os.Args}
 	rng := rand.New(rand.NewPCG(uint64(o.Seed), 2))
 
 	var keepLogs string
@@ -203,6 +205,9 @@ func logFailures(log *slog.Logger, res *Results) {
 	for _, p := range res.PodCounts {
 		log.Error("Pod counted off", "what", p)
 	}
+	for _, c := range res.Contradictions {
+		log.Error("deploy/kwok wrote what a kubelet cannot", "pod", c)
+	}
 	var outages []outageRecord
 	if res.Faults != nil {
 		outages = res.Faults.Outages
@@ -289,6 +294,11 @@ func unsettled(o *Options, d *driver, rec *recorder, sup *supervisor) string {
 			} else if due := time.Unix(r.Scheduled.Time, 0).Add(o.SandboxTimeout + 15*time.Second); now.Before(due) {
 				why = name + " is not past its sandbox timeout"
 			}
+		case !r.Ready.isTrue() && r.Sandbox.Status == "" && r.Scheduled.Time != 0 && now.Sub(time.Unix(r.Scheduled.Time, 0)) > time.Minute:
+			// kwok keys its stages by name: a stage of an earlier pod of
+			// the name, retried through the outage, can replace this
+			// pod's own, and kwok then plays none on it.
+			why = name + " is not Ready: kwok never admitted it (no PodReadyToStartContainers a minute after its binding)"
 		case !r.Ready.isTrue():
 			why = name + " is not Ready"
 		case h.Crash && r.Restarts == 0:

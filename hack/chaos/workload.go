@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/hack/harness"
 )
 
@@ -58,23 +58,10 @@ type client struct {
 	cs *kubernetes.Clientset
 }
 
-// retry retries fn on every error but those that retrying cannot fix, until
-// ctx ends: kube-apiserver may be down for the outage.
+// retry retries fn through the outage (kube-apiserver may be down) until
+// it succeeds, fails in a way retrying cannot fix, or ctx ends.
 func retry(ctx context.Context, fn func() error) error {
-	delay := 50 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil || apierrors.IsAlreadyExists(err) || apierrors.IsNotFound(err) || apierrors.IsConflict(err) ||
-			apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return errors.Join(ctx.Err(), err)
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
+	return harness.Retry(ctx, harness.Unavailable, 0, fn)
 }
 
 // setUp creates deploy/kwok/classes.yaml's classes and the second
@@ -82,7 +69,7 @@ func retry(ctx context.Context, fn func() error) error {
 // kube-controller-manager creates them, and admission refuses pods
 // without), the PVCs and the nodes. It returns each claim's class.
 func (c *client) setUp(ctx context.Context, repo string, nodes int) (map[string]string, error) {
-	if err := harness.ApplyClasses(ctx, c.cs, harness.ClassesFile(repo)); err != nil {
+	if err := kwok.ApplyClasses(ctx, c.cs, kwok.ClassesFile(repo)); err != nil {
 		return nil, err
 	}
 	fast := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: fastClass}, Provisioner: "kubernetes.io/no-provisioner"}
@@ -92,11 +79,7 @@ func (c *client) setUp(ctx context.Context, repo string, nodes int) (map[string]
 	claimClass := map[string]string{}
 	for i := range namespaces {
 		ns := podNamespace(i)
-		if _, err := c.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, err
-		}
-		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-		if _, err := c.cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := harness.CreateNamespaces(ctx, c.cs, ns); err != nil {
 			return nil, err
 		}
 		for _, class := range []string{"standard", fastClass} {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -15,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // Names of the three exporters, as in the results.
@@ -53,15 +54,6 @@ type process struct {
 	log          *slog.Logger
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
 // workingSetPeriod is how often a podslo's cgroup is sampled for its
 // working set: the peak working set is the largest sample, so a spike
 // shorter than this may be missed (the cgroup's own peak usage is not).
@@ -70,22 +62,18 @@ const workingSetPeriod = 250 * time.Millisecond
 // start starts the process; with a memory limit, in a new memory cgroup
 // that it is in from its first instruction.
 func (p *process) start() error {
-	logf, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
 	p.starts++
 	var cmd *exec.Cmd
-	// Its own process group, so that a Ctrl-C reaches the benchmark only
-	// and the exporters are stopped in order; killed with the benchmark if
-	// it dies.
-	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	// harness.StartProcess adds its own process group (a Ctrl-C reaches
+	// the benchmark only, which stops the exporters in order) and the
+	// death signal (killed with the benchmark if it dies).
+	attr := &syscall.SysProcAttr{}
+	var err error
 	if p.limit == nil {
 		cmd = exec.Command(p.bin, p.args...)
 	} else {
 		name := fmt.Sprintf("%s%d-%s-%d", cgroupPrefix, os.Getpid(), filepath.Base(strings.TrimSuffix(p.logPath, ".log")), p.starts)
 		if p.memcg, err = newMemCgroup(p.ctl, name, *p.limit); err != nil {
-			logf.Close()
 			return fmt.Errorf("%s: %w", p.Name, err)
 		}
 		switch p.ctl.Version {
@@ -98,7 +86,6 @@ func (p *process) start() error {
 		case cgroupV2:
 			dir, err := os.Open(p.memcg.Path)
 			if err != nil {
-				logf.Close()
 				return errors.Join(err, p.memcg.remove())
 			}
 			defer dir.Close()
@@ -109,11 +96,10 @@ func (p *process) start() error {
 		// bytes (podslo.gomemlimit in charts/podslo/templates/_helpers.tpl).
 		cmd.Env = append(os.Environ(), "GOMEMLIMIT="+strconv.FormatInt(p.limit.GOMEMLIMIT, 10))
 	}
-	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = attr
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		err = fmt.Errorf("start %s: %w", p.Name, err)
+	proc, err := harness.StartProcess(cmd, p.logPath, true)
+	if err != nil {
+		err = fmt.Errorf("%s: %w", p.Name, err)
 		if p.memcg != nil {
 			err = errors.Join(err, p.memcg.remove())
 		}
@@ -122,8 +108,7 @@ func (p *process) start() error {
 	p.cmd, p.done, p.stopping, p.exitReported = cmd, make(chan struct{}), false, false
 	done := p.done
 	go func() {
-		err := cmd.Wait()
-		logf.Close()
+		_, err := proc.Exit()
 		p.waitErr = err
 		close(done)
 	}()
@@ -163,7 +148,7 @@ func startExporters(o *Options, kubeconfig string, log *slog.Logger) ([]*process
 	}
 	var procs []*process
 	add := func(p *process, args func(port int) []string) error {
-		port, err := freePort()
+		port, err := harness.FreePort()
 		if err != nil {
 			return err
 		}
@@ -194,7 +179,7 @@ func startExporters(o *Options, kubeconfig string, log *slog.Logger) ([]*process
 	if o.KSM == "" {
 		return procs, nil
 	}
-	telemetry, err := freePort()
+	telemetry, err := harness.FreePort()
 	if err != nil {
 		return procs, err
 	}

@@ -17,6 +17,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // Layouts (--layout) measure issue 14's scale-out modes against the single
@@ -31,13 +33,13 @@ const (
 
 // LayoutResults is the JSON of a --layout run.
 type LayoutResults struct {
-	Started  time.Time `json:"started"`
-	Finished time.Time `json:"finished"`
-	Machine  Machine   `json:"machine"`
-	Versions Versions  `json:"versions"`
-	Layout   string    `json:"layout"`
-	Pods     int       `json:"pods"`
-	Nodes    int       `json:"nodes"`
+	Started  time.Time       `json:"started"`
+	Finished time.Time       `json:"finished"`
+	Machine  harness.Machine `json:"machine"`
+	Versions Versions        `json:"versions"`
+	Layout   string          `json:"layout"`
+	Pods     int             `json:"pods"`
+	Nodes    int             `json:"nodes"`
 	// CreateSeconds creates and binds the pods, while the first phase runs.
 	CreateSeconds float64 `json:"createSeconds"`
 	// Baseline is the API server with no exporter: kwok's own watches.
@@ -121,7 +123,7 @@ func runLayout(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 	}
 	log.Info("Workdir", "path", o.Workdir, "layout", o.Layout)
 	size := o.Sizes[len(o.Sizes)-1]
-	res := &LayoutResults{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o),
+	res := &LayoutResults{Started: time.Now().UTC(), Machine: harness.DescribeMachine(), Versions: describeVersions(ctx, o),
 		Layout: o.Layout, Pods: size, Nodes: (size + o.PodsPerNode - 1) / o.PodsPerNode}
 
 	c := newCluster(o, log)
@@ -250,7 +252,7 @@ func (l *layoutRun) phase(ctx context.Context, name string, specs []partSpec, be
 	}()
 	t0 := time.Now()
 	for _, s := range specs {
-		port, err := freePort()
+		port, err := harness.FreePort()
 		if err != nil {
 			return pr, err
 		}

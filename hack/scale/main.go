@@ -17,28 +17,23 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"os"
-	"os/signal"
-	"syscall"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	opts, err := parseOptions(os.Args[1:])
-	if err == nil {
-		err = opts.Validate()
-	}
-	if err == nil && opts.Layout != "" {
-		err = runLayout(ctx, opts, log)
-	} else if err == nil {
-		err = run(ctx, opts, log)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scale:", err)
-		os.Exit(1)
-	}
+	harness.Main("scale", func(ctx context.Context, log *slog.Logger, args []string) error {
+		opts, err := parseOptions(args)
+		if err == nil {
+			err = opts.Validate()
+		}
+		switch {
+		case err != nil:
+			return err
+		case opts.Layout != "":
+			return runLayout(ctx, opts, log)
+		}
+		return run(ctx, opts, log)
+	})
 }

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 const (
@@ -48,7 +50,7 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		defer os.RemoveAll(o.Workdir)
 	}
 	log.Info("Workdir", "path", o.Workdir)
-	res := &Results{Started: time.Now().UTC(), Machine: describeMachine(), Versions: describeVersions(ctx, o), Options: o}
+	res := &Results{Started: time.Now().UTC(), Machine: harness.DescribeMachine(), Versions: describeVersions(ctx, o), Options: o}
 
 	c := newCluster(o, log)
 	defer c.Delete()

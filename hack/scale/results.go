@@ -7,23 +7,22 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/podslo/podslo/hack/harness"
 )
 
 // Results is the JSON the benchmark writes and ./plot reads.
 type Results struct {
-	Started  time.Time    `json:"started"`
-	Finished time.Time    `json:"finished"`
-	Machine  Machine      `json:"machine"`
-	Versions Versions     `json:"versions"`
-	Options  *Options     `json:"options"`
-	Idle     []IdleResult `json:"idle,omitempty"`
-	Sizes    []SizeResult `json:"sizes"`
+	Started  time.Time       `json:"started"`
+	Finished time.Time       `json:"finished"`
+	Machine  harness.Machine `json:"machine"`
+	Versions Versions        `json:"versions"`
+	Options  *Options        `json:"options"`
+	Idle     []IdleResult    `json:"idle,omitempty"`
+	Sizes    []SizeResult    `json:"sizes"`
 }
 
 // IdleResult is one exporter started and quiet, before the first pod: its
@@ -34,19 +33,10 @@ type IdleResult struct {
 	PeakRSSBytes int64  `json:"peakRSSBytes"` // VmHWM then: the start's peak
 }
 
-type Machine struct {
-	CPUs     int    `json:"cpus"`
-	CPUModel string `json:"cpuModel"`
-	MemBytes int64  `json:"memBytes"`
-	Kernel   string `json:"kernel"`
-	Go       string `json:"go"`
-}
-
+// Versions are harness.Versions and kube-state-metrics'.
 type Versions struct {
-	Podslo           string `json:"podslo"` // git describe of the repository
+	harness.Versions
 	KubeStateMetrics string `json:"kubeStateMetrics"`
-	Kubernetes       string `json:"kubernetes"` // the testbin directory's name
-	Kwok             string `json:"kwok"`
 }
 
 type SizeResult struct {
@@ -171,45 +161,11 @@ func (s *seconds) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*float64)(s))
 }
 
-func describeMachine() Machine {
-	m := Machine{CPUs: runtime.NumCPU(), Go: runtime.Version()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	var info syscall.Sysinfo_t
-	if syscall.Sysinfo(&info) == nil {
-		m.MemBytes = int64(info.Totalram) * int64(info.Unit)
-	}
-	var u syscall.Utsname
-	if syscall.Uname(&u) == nil {
-		var b []byte
-		for _, c := range u.Release {
-			if c == 0 {
-				break
-			}
-			b = append(b, byte(c))
-		}
-		m.Kernel = string(b)
-	}
-	return m
-}
-
 func describeVersions(ctx context.Context, o *Options) Versions {
-	v := Versions{
-		Kubernetes: filepath.Base(o.Testbin),
-		Kwok:       strings.TrimPrefix(filepath.Base(o.Kwokbin), "kwok-"),
-	}
+	v := Versions{Versions: harness.DescribeVersions(ctx, o.Repo, o.Testbin, o.Kwokbin)}
 	if o.KSM != "" {
 		// make builds it into ksm-<version>/.
 		v.KubeStateMetrics = strings.TrimPrefix(filepath.Base(filepath.Dir(o.KSM)), "ksm-")
-	}
-	if out, err := exec.CommandContext(ctx, "git", "-C", o.Repo, "describe", "--always", "--dirty").Output(); err == nil {
-		v.Podslo = strings.TrimSpace(string(out))
 	}
 	return v
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -15,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/hack/harness"
 )
 
@@ -52,21 +51,7 @@ type workload struct {
 
 // retry retries what an overloaded control plane refuses for a while.
 func retry(ctx context.Context, fn func() error) error {
-	delay := 50 * time.Millisecond
-	for attempt := 0; ; attempt++ {
-		err := fn()
-		if err == nil || attempt == 20 || !(apierrors.IsTooManyRequests(err) || apierrors.IsServerTimeout(err) ||
-			apierrors.IsTimeout(err) || apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) ||
-			errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
-		}
-		delay = min(2*delay, 2*time.Second)
-	}
+	return harness.Retry(ctx, harness.Overloaded, 21, fn)
 }
 
 // setUp creates deploy/kwok/classes.yaml's classes, the probe
@@ -74,7 +59,7 @@ func retry(ctx context.Context, fn func() error) error {
 // no kube-controller-manager to create them, and admission refuses pods
 // without).
 func (w *workload) setUp(ctx context.Context, repo string) error {
-	if err := harness.ApplyClasses(ctx, w.cs, harness.ClassesFile(repo)); err != nil {
+	if err := kwok.ApplyClasses(ctx, w.cs, kwok.ClassesFile(repo)); err != nil {
 		return err
 	}
 	_, err := w.cs.NodeV1().RuntimeClasses().Create(ctx, &nodev1.RuntimeClass{
@@ -87,17 +72,7 @@ func (w *workload) setUp(ctx context.Context, repo string) error {
 	for i := range namespaces {
 		names = append(names, podNamespace(i))
 	}
-	for _, ns := range names {
-		_, err := w.cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-		_, err = w.cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	return nil
+	return harness.CreateNamespaces(ctx, w.cs, names...)
 }
 
 // growNodes creates nodes up to n. kwok's node stages make them Ready and

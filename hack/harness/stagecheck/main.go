@@ -10,13 +10,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"slices"
 	"sort"
@@ -24,17 +21,15 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	nodev1 "k8s.io/api/node/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/podslo/podslo/deploy/kwok"
 )
 
 // A case is a kind of pod and the latencies deploy/kwok/README.md gives
@@ -149,39 +144,10 @@ func run(ctx context.Context, kubeconfig, classes string, n int) error {
 }
 
 func setUp(ctx context.Context, cs *kubernetes.Clientset, classes string) error {
-	data, err := os.ReadFile(classes)
-	if err != nil {
+	if err := kwok.ApplyClasses(ctx, cs, classes); err != nil {
 		return err
 	}
-	r := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
-	for {
-		doc, err := r.Read()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
-		if err != nil {
-			return err
-		}
-		switch o := obj.(type) {
-		case *nodev1.RuntimeClass:
-			_, err = cs.NodeV1().RuntimeClasses().Create(ctx, o, metav1.CreateOptions{})
-		case *storagev1.StorageClass:
-			_, err = cs.StorageV1().StorageClasses().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			err = fmt.Errorf("%s: unexpected %T", classes, obj)
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
-		}
-	}
-	_, err = cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
+	_, err := cs.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 		Name:        node,
 		Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"},
 		Labels:      map[string]string{"type": "kwok"},
