@@ -170,13 +170,12 @@ type podField struct {
 	// absent field reads as zero, "not seen".
 	put func(b []byte, num protowire.Number, s *lifecycle.State) []byte
 	// take sets the field in s from what was read of it: v for a varint
-	// field, raw for a bytes field. A bytes field is taken as it is met,
-	// and each time (the skips of every copy add up); a varint field once,
-	// after the whole record is read, its last copy, in the order of
-	// podFields, so that r holds every other field of the record (the
-	// times read relative to scheduled, which may come after them in
-	// another release's record).
-	take func(s *lifecycle.State, r *podRecord, v uint64, raw []byte) error
+	// field, raw for a bytes field, each copy in the order met (a later
+	// copy of a number replaces an earlier one, the skips of each add
+	// up). r holds what other fields a field is read relative to: the
+	// times to scheduled, which may come after them in another release's
+	// record.
+	take func(s *lifecycle.State, r podRecord, v uint64, raw []byte) error
 }
 
 // Field numbers that other fields of the pod record are read relative to.
@@ -194,7 +193,7 @@ var podFields = []podField{
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendUint(b, num, stateFlags(s))
 		},
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			setFlags(s, v)
 			return nil
 		}},
@@ -202,7 +201,7 @@ var podFields = []podField{
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendUint(b, num, uint64(s.Phases))
 		},
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			// A phase a newer release appended is left out.
 			for p := lifecycle.Phase(0); v>>p != 0; p++ {
 				if v&(1<<p) != 0 && p.Known() {
@@ -213,7 +212,7 @@ var podFields = []podField{
 		}},
 	{num: podScheduled, name: "scheduled", wire: protowire.VarintType, unit: "Unix seconds, zigzag",
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte { return appendInt(b, num, s.Scheduled) },
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			s.Scheduled = protowire.DecodeZigZag(v)
 			return nil
 		}},
@@ -245,7 +244,7 @@ var podFields = []podField{
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendUint(b, num, uint64(s.Pulls))
 		},
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			// Bits a newer release added are left out, as for flags.
 			s.Pulls = lifecycle.PullFlags(v) & lifecycle.KnownPullFlags
 			return nil
@@ -253,8 +252,10 @@ var podFields = []podField{
 	uintField(24, "image_pull_kib", "KiB", func(s *lifecycle.State) *uint32 { return &s.ImagePullKiB }),
 	// Issue 33: two of the three quantities that startup held in turn,
 	// each in a field of its own.
-	intField(25, "startup_before_pulls", "milliseconds, zigzag", func(s *lifecycle.State) *int32 { return &s.StartupBeforePulls }),
-	uintField(26, "image_pull_init", "milliseconds", func(s *lifecycle.State) *uint32 { return &s.ImagePullInit }),
+	unlessInSlot(slotBeforePulls,
+		intField(25, "startup_before_pulls", "milliseconds, zigzag", func(s *lifecycle.State) *int32 { return &s.StartupBeforePulls })),
+	unlessInSlot(slotPullsInit,
+		uintField(26, "image_pull_init", "milliseconds", func(s *lifecycle.State) *uint32 { return &s.ImagePullInit })),
 }
 
 // timeField is a time in Unix seconds, written as its delta from
@@ -265,8 +266,8 @@ func timeField(num protowire.Number, name string, field func(*lifecycle.State) *
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendTime(b, num, *field(s), s.Scheduled)
 		},
-		take: func(s *lifecycle.State, r *podRecord, v uint64, _ []byte) error {
-			*field(s) = protowire.DecodeZigZag(r.v[podScheduled]) + protowire.DecodeZigZag(v)
+		take: func(s *lifecycle.State, r podRecord, v uint64, _ []byte) error {
+			*field(s) = r.scheduled + protowire.DecodeZigZag(v)
 			return nil
 		}}
 }
@@ -279,7 +280,7 @@ func secondsField(num protowire.Number, name string, field func(*lifecycle.State
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendInt(b, num, int64(*field(s)))
 		},
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			*field(s) = lifecycle.Seconds32(protowire.DecodeZigZag(v))
 			return nil
 		}}
@@ -293,7 +294,7 @@ func uintField[T ~uint8 | ~uint16 | ~uint32](num protowire.Number, name, unit st
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendUint(b, num, uint64(*field(s)))
 		},
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			if uint64(T(v)) != v {
 				return fmt.Errorf("%s: %d %s out of range: %w", name, v, unit, errDecode)
 			}
@@ -309,7 +310,7 @@ func intField[T ~int16 | ~int32](num protowire.Number, name, unit string, field 
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendInt(b, num, int64(*field(s)))
 		},
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			x := protowire.DecodeZigZag(v)
 			if int64(T(x)) != x {
 				return fmt.Errorf("%s: %d %s out of range: %w", name, x, unit, errDecode)
@@ -326,7 +327,7 @@ func preciseField(num protowire.Number, name string, field func(*lifecycle.State
 		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 			return appendUint(b, num, uint64(*field(s)))
 		},
-		take: func(s *lifecycle.State, _ *podRecord, v uint64, _ []byte) error {
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
 			if v > math.MaxInt16 {
 				return fmt.Errorf("%s: precise time %d out of range: %w", name, v, errDecode)
 			}
@@ -352,7 +353,7 @@ func appendSkips(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 	return b
 }
 
-func takeSkips(s *lifecycle.State, _ *podRecord, _ uint64, raw []byte) error {
+func takeSkips(s *lifecycle.State, _ podRecord, _ uint64, raw []byte) error {
 	for len(raw) > 0 {
 		x, n := protowire.ConsumeVarint(raw)
 		if n < 0 {
@@ -374,40 +375,69 @@ func takeSkips(s *lifecycle.State, _ *podRecord, _ uint64, raw []byte) error {
 // (and 0 once StartupDone without it); before that, while it has
 // StartupEndSeen, the SLI before the pulls are taken off; before that,
 // once it has PullsDone, the init containers' part of the pulls. This
-// release keeps each in a State field of its own and writes the last two
-// under fields 25 and 26 as well, which those releases skip; it reads 22
-// as one of them only when its own field is absent: a record of an earlier
-// release.
-func startupSlot(s *lifecycle.State) int32 {
-	switch p := s.Pulls; {
+// release keeps each in a State field of its own. It writes 22 as those
+// releases did, so a record it writes before the SLI is measured is the
+// record they wrote; and the last two under fields 25 and 26, which
+// those releases skip, whenever 22 does not hold them. It reads 22 as one
+// of them when its own field is absent.
+type startupSlotHolds uint8
+
+const (
+	slotStartup startupSlotHolds = iota
+	slotBeforePulls
+	slotPullsInit
+)
+
+func startupSlotFor(p lifecycle.PullFlags) startupSlotHolds {
+	switch {
 	case p.Has(lifecycle.StartupMeasured), p.Has(lifecycle.StartupDone):
-		return s.Startup
+		return slotStartup
 	case p.Has(lifecycle.StartupEndSeen):
-		return s.StartupBeforePulls
+		return slotBeforePulls
 	case p.Has(lifecycle.PullsDone):
+		return slotPullsInit
+	}
+	return slotStartup
+}
+
+func startupSlot(s *lifecycle.State) int32 {
+	switch startupSlotFor(s.Pulls) {
+	case slotBeforePulls:
+		return s.StartupBeforePulls
+	case slotPullsInit:
 		return int32(min(s.ImagePullInit, math.MaxInt32))
 	}
 	return s.Startup
+}
+
+// unlessInSlot is f, left out of a record whose field 22 holds its value.
+func unlessInSlot(holds startupSlotHolds, f podField) podField {
+	put := f.put
+	f.put = func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+		if startupSlotFor(s.Pulls) == holds {
+			return b
+		}
+		return put(b, num, s)
+	}
+	return f
 }
 
 func appendStartupSlot(b []byte, num protowire.Number, s *lifecycle.State) []byte {
 	return appendInt(b, num, int64(startupSlot(s)))
 }
 
-func takeStartupSlot(s *lifecycle.State, r *podRecord, v uint64, _ []byte) error {
+func takeStartupSlot(s *lifecycle.State, r podRecord, v uint64, _ []byte) error {
 	ms := protowire.DecodeZigZag(v)
 	if ms > math.MaxInt32 || ms < math.MinInt32 {
 		return fmt.Errorf("startup: %d ms out of range: %w", ms, errDecode)
 	}
-	// Fields 25 and 26 come after this one: r has them, s not yet.
-	switch p := lifecycle.PullFlags(r.v[podPullFlags]); {
-	case p.Has(lifecycle.StartupMeasured), p.Has(lifecycle.StartupDone):
-		s.Startup = int32(ms)
-	case p.Has(lifecycle.StartupEndSeen):
+	// Fields 25 and 26 may come after this one: r has them, s not yet.
+	switch startupSlotFor(r.pulls) {
+	case slotBeforePulls:
 		if !r.has(25) {
 			s.StartupBeforePulls = int32(ms)
 		}
-	case p.Has(lifecycle.PullsDone):
+	case slotPullsInit:
 		if ms < 0 {
 			return fmt.Errorf("startup: %d ms of init containers' pulls: %w", ms, errDecode)
 		}
@@ -420,14 +450,16 @@ func takeStartupSlot(s *lifecycle.State, r *podRecord, v uint64, _ []byte) error
 	return nil
 }
 
-// podRecord is what was read of a pod record's varint fields: the last
-// value of each, by number.
+// podRecord is what a first pass over a pod record finds: the fields
+// that others are read relative to, and which numbers it has. It is
+// handed to take by value, so that decoding allocates nothing for it.
 type podRecord struct {
-	v    [maxPodField + 1]uint64
-	seen uint64
+	scheduled int64
+	pulls     lifecycle.PullFlags
+	seen      uint64
 }
 
-func (r *podRecord) has(num protowire.Number) bool { return r.seen&(1<<num) != 0 }
+func (r podRecord) has(num protowire.Number) bool { return r.seen&(1<<num) != 0 }
 
 // maxPodField is the highest pod field number podRecord has room for.
 const maxPodField = 63
@@ -513,43 +545,55 @@ func encodeState(s lifecycle.State) []byte {
 
 // decodeState reads a pod record of any format this release knows.
 func decodeState(b []byte) (lifecycle.State, error) {
+	var s lifecycle.State
+	err := decodeStateInto(b, &s)
+	return s, err
+}
+
+// decodeStateInto is decodeState into *dst, which the load allocates
+// already (store.pod): the table's take functions take a pointer, which
+// moves the State they write to the heap. dst is zero on an error.
+func decodeStateInto(b []byte, dst *lifecycle.State) error {
+	*dst = lifecycle.State{}
 	format, err := recordFormat(b)
 	if err != nil {
-		return lifecycle.State{}, err
+		return err
 	}
 	if format == podRecordV1 {
 		s, err := decodeStateV1(b)
 		if err != nil {
 			// Format 1 has no checksum: a record 0.1.0 wrote always
 			// decodes, so one that does not was damaged.
-			return s, fmt.Errorf("format 1: %w (%w)", errChecksum, err)
+			return fmt.Errorf("format 1: %w (%w)", errChecksum, err)
 		}
-		return s, nil
+		*dst = s
+		return nil
 	}
 	body, err := openRecord(b)
 	if err != nil {
-		return lifecycle.State{}, err
+		return err
 	}
-	var s lifecycle.State
 	var r podRecord
-	err = fields(body, func(num protowire.Number, v uint64, raw []byte) error {
-		if f := podFieldIndex[num]; f.wire == protowire.BytesType {
-			return f.take(&s, &r, 0, raw)
+	err = fields(body, func(num protowire.Number, v uint64, _ []byte) error {
+		switch num {
+		case podScheduled:
+			r.scheduled = protowire.DecodeZigZag(v)
+		case podPullFlags:
+			r.pulls = lifecycle.PullFlags(v)
 		}
-		r.v[num], r.seen = v, r.seen|1<<num
+		r.seen |= 1 << num
 		return nil
 	}, podWireTypes)
+	if err == nil {
+		err = fields(body, func(num protowire.Number, v uint64, raw []byte) error {
+			return podFieldIndex[num].take(dst, r, v, raw)
+		}, podWireTypes)
+	}
 	if err != nil {
-		return lifecycle.State{}, err
+		*dst = lifecycle.State{}
+		return err
 	}
-	for i := range podFields {
-		if f := &podFields[i]; f.wire == protowire.VarintType && r.has(f.num) {
-			if err := f.take(&s, &r, r.v[f.num], nil); err != nil {
-				return lifecycle.State{}, err
-			}
-		}
-	}
-	return s, nil
+	return nil
 }
 
 // fields calls fn for each field of body whose number wantType knows, with
