@@ -588,7 +588,7 @@ func manyPods(t *testing.T, s *store.Store, n int) {
 		require.NoError(t, s.Apply(store.Change{
 			UID:   types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
 			Meta:  &store.PodMeta{Namespace: "ns", Name: fmt.Sprintf("web-%06d", i), Node: fmt.Sprintf("node-%03d", i%100), RuntimeClass: "none", StorageClass: "none", PodLabels: []string{"web"}},
-			State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int64(i % 30), HasSandboxCreation: true},
+			State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int32(i % 30), HasSandboxCreation: true},
 		}))
 	}
 }

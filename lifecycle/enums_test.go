@@ -35,9 +35,30 @@ func TestSkipSetAll(t *testing.T) {
 		m = m.With(s)
 	}
 	assert.Equal(t, want, m.All())
-	assert.Empty(t, SkipSet(0).All())
+	assert.Empty(t, SkipSet{}.All())
 	assert.False(t, Skip{SLI: numSLIs}.Known())
 	assert.False(t, Skip{Reason: numReasons}.Known())
 	assert.True(t, Skip{Stabilization, NoContainerStarted}.Known())
 	assert.False(t, numPhases.Known())
+
+	// The room: the 16th SLI's 16th reason has a bit of its own, which no
+	// other skip shares; a skip past the room has none.
+	last := Skip{SLI: maxSLIs - 1, Reason: maxReasons - 1}
+	m = SkipSet{}.With(last)
+	assert.True(t, m.Has(last))
+	assert.Equal(t, []Skip{last}, m.All())
+	for _, s := range Skips() {
+		assert.False(t, m.Has(s), "%v", s)
+		assert.False(t, SkipSet{}.With(s).Has(last), "%v", s)
+	}
+	assert.Equal(t, SkipSet{}, SkipSet{}.With(Skip{SLI: maxSLIs}).With(Skip{Reason: maxReasons}))
+	assert.True(t, SkipSet{}.Empty())
+	assert.False(t, m.Empty())
+}
+
+func TestSeconds32(t *testing.T) {
+	assert.Equal(t, int32(5), Seconds32(5))
+	assert.Equal(t, int32(-5), Seconds32(-5))
+	assert.Equal(t, int32(1<<31-1), Seconds32(1<<40), "held at the limit, not wrapped")
+	assert.Equal(t, int32(-1<<31), Seconds32(-1<<40))
 }

@@ -121,7 +121,7 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 			c.out.observe(Observation{Kind: ImagePullFailedOnce})
 		}
 		if n.Pulls.Has(StartupEndSeen) {
-			c.finishStartup(0)
+			c.finishStartup()
 		}
 	}
 	if !pulls.complete(containers) {
@@ -144,6 +144,7 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 		n.Pulls |= PullsCached
 	}
 	n.ImagePull = uint32(min(sum, maxMs))
+	n.ImagePullInit = uint32(min(init, maxMs))
 	n.ImagePullKiB = uint32(min(kib, math.MaxUint32))
 	if r, skip := c.startupUnseen(c.now); skip {
 		c.skipOnce(Skip{ImagePull, r})
@@ -151,12 +152,8 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 		// Exact: the kubelet writes each duration to the millisecond.
 		c.out.observe(Observation{Kind: ImagesPulled, Seconds: float64(n.ImagePull) / 1000, Precise: true, Cached: cached})
 	}
-	switch {
-	case n.Pulls.Has(StartupDone):
-	case n.Pulls.Has(StartupEndSeen):
-		c.finishStartup(min(init, maxMs))
-	default:
-		// Kept for the start-up's end, which comes with a later update.
-		n.Startup = int32(min(init, maxMs))
+	if n.Pulls.Has(StartupEndSeen) {
+		// Else the start-up's end comes with a later update (startup.go).
+		c.finishStartup()
 	}
 }

@@ -207,6 +207,9 @@ func TestStartupTakesOffTheInitPhase(t *testing.T) {
 		assert.True(t, s[0].Stateful, "a pod with a PVC is stateful")
 		assert.EqualValues(t, 7300, st.Startup)
 		assert.EqualValues(t, 7000, st.ImagePull)
+		// Each quantity in a field of its own, whichever came first.
+		assert.EqualValues(t, 4000, st.ImagePullInit, "the init container's pull")
+		assert.EqualValues(t, 10300, st.StartupBeforePulls, "20.3 s less the 10 s init phase")
 	}
 }
 

@@ -68,7 +68,7 @@ func (c *stepper) readiness() {
 	// podslo missed the first Ready, so the two times no longer belong
 	// together (NegativeDuration).
 	c.measure(Readiness, s, c.startupUnseen, func(d int64) {
-		c.next.Readiness, c.next.HasReadiness = d, true
+		c.next.Readiness, c.next.HasReadiness = Seconds32(d), true
 	}, Observation{Kind: BecameReady})
 }
 

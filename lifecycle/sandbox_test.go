@@ -46,10 +46,11 @@ type want struct {
 
 // sandboxState is the part of State the sandbox creation SLI owns.
 type sandboxState struct {
-	FirstSandboxReady, LastSandboxReady, SandboxCreation int64
-	HasSandboxCreation                                   bool
-	Recreations                                          uint32
-	Skipped                                              SkipSet
+	FirstSandboxReady, LastSandboxReady int64
+	SandboxCreation                     int32
+	HasSandboxCreation                  bool
+	Recreations                         uint32
+	Skipped                             SkipSet
 }
 
 func sandboxOf(s State) sandboxState {
@@ -251,7 +252,7 @@ func TestStepEdgeCases(t *testing.T) {
 			name:  "scheduled longer ago than the max age when first seen: remembered, not observed",
 			cfg:   Config{MaxObservationAge: 10 * time.Minute},
 			snaps: []snapshot{{"2024-05-01T10:10:01Z", podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))}},
-			want:  want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
+			want:  want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, Skipped: SkipSet{}.With(Skip{SandboxCreation, TooOld})}},
 		},
 		{
 			name:  "scheduled exactly the max age ago is still observed",
@@ -267,14 +268,14 @@ func TestStepEdgeCases(t *testing.T) {
 				{"2024-05-01T10:00:01Z", podWith(cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
 				{"2024-05-01T10:10:06Z", podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
 			},
-			want: want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, SandboxCreation: 5, HasSandboxCreation: true, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
+			want: want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714557605, LastSandboxReady: 1714557605, SandboxCreation: 5, HasSandboxCreation: true, Skipped: SkipSet{}.With(Skip{SandboxCreation, TooOld})}},
 		},
 		{
 			// The issue's case: scheduled 2 h ago, sandbox re-created 30 s
 			// ago, podslo never saw the first sandbox.
 			name:  "a re-created sandbox of a pod first seen late is no 2 h creation",
 			snaps: []snapshot{{"2024-05-01T12:00:30Z", podWith(cond(t, ready, T, "2024-05-01T12:00:00Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))}},
-			want:  want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714564800, LastSandboxReady: 1714564800, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
+			want:  want{skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714564800, LastSandboxReady: 1714564800, Skipped: SkipSet{}.With(Skip{SandboxCreation, TooOld})}},
 		},
 		{
 			// ...and its later re-creations still count.
@@ -283,7 +284,7 @@ func TestStepEdgeCases(t *testing.T) {
 				{"2024-05-01T12:00:30Z", podWith(cond(t, ready, T, "2024-05-01T12:00:00Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
 				{"2024-05-01T12:05:00Z", podWith(cond(t, ready, T, "2024-05-01T12:04:00Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))},
 			},
-			want: want{recreations: 1, skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714564800, LastSandboxReady: 1714565040, Recreations: 1, Skipped: SkipSet(0).With(Skip{SandboxCreation, TooOld})}},
+			want: want{recreations: 1, skips: []Skip{{SandboxCreation, TooOld}}, state: sandboxState{FirstSandboxReady: 1714564800, LastSandboxReady: 1714565040, Recreations: 1, Skipped: SkipSet{}.With(Skip{SandboxCreation, TooOld})}},
 		},
 		{
 			// A kubelet upgraded past 1.29 writes PodReadyToStartContainers
@@ -364,6 +365,9 @@ func TestNamesAreLabelValues(t *testing.T) {
 	for s := SLI(0); s < numSLIs; s++ {
 		assert.Regexp(t, `^[a-z_]+$`, s.String())
 	}
-	// Every (SLI, reason) pair must fit the SkipSet bit field.
-	assert.LessOrEqual(t, int(numSLIs)*int(numReasons), 64)
+	// Every (SLI, reason) pair must fit the SkipSet bit field, with room
+	// left for the next ones.
+	assert.LessOrEqual(t, int(numSLIs), maxSLIs)
+	assert.LessOrEqual(t, int(numReasons), maxReasons)
+	assert.Equal(t, 16*16, len(SkipSet{})*64, "a SkipSet has room for 16 SLIs of 16 reasons")
 }

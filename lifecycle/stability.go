@@ -42,7 +42,7 @@ func (c *stepper) firstStable(at int64) {
 		c.skipOnce(Skip{Stabilization, InvalidCondition})
 	default:
 		c.measure(Stabilization, between(ready, 0, at, 0), c.startupUnseen, func(d int64) {
-			c.next.Stabilization, c.next.HasStabilization = d, true
+			c.next.Stabilization, c.next.HasStabilization = Seconds32(d), true
 		}, Observation{Kind: Stabilized})
 	}
 }

@@ -12,7 +12,9 @@ import corev1 "k8s.io/api/core/v1"
 // update that first shows every container running while podslo's watch is
 // current, else the newest container start, in seconds. The pulls come
 // later or earlier than that update (another watch), so whichever comes
-// first waits in State.Startup for the other (finishStartup).
+// first waits in the state for the other (finishStartup): the end as
+// State.StartupBeforePulls, the pulls as State.ImagePull and
+// State.ImagePullInit.
 
 // startup records the start-up SLI's end, once: the first update that
 // shows every container of the pod running.
@@ -52,30 +54,26 @@ func (c *stepper) startup() {
 	if precise {
 		n.Pulls |= StartupEndPrecise
 	}
-	var init int64
-	if n.Pulls.Has(PullsDone) {
-		init = int64(n.Startup)
-	}
 	n.Pulls |= StartupEndSeen
-	n.Startup = int32(max(min(base, maxMs), -maxMs))
+	n.StartupBeforePulls = int32(max(min(base, maxMs), -maxMs))
 	if n.Pulls.Has(PullsDone) || n.Pulls.Has(PullFailedCounted) {
-		c.finishStartup(init)
+		c.finishStartup()
 	}
 }
 
 // startupSkipped ends the start-up SLI without an observation.
 func (c *stepper) startupSkipped(r Reason) {
 	c.next.Pulls |= StartupDone
-	c.next.Startup = 0
 	c.skipOnce(Skip{PodStartup, r})
 }
 
-// finishStartup observes the start-up SLI, whose end State.Startup holds,
-// once the pod's pulls (with init, the init containers' part) are in. A
+// finishStartup observes the start-up SLI, whose end
+// State.StartupBeforePulls holds, once the pod's pulls (State.ImagePull,
+// and the init containers' part of them, State.ImagePullInit) are in. A
 // pod with a failed pull, or blocked by a missing Secret or ConfigMap, is
 // left out: its start-up holds the pod author's mistake and the kubelet's
 // back-off.
-func (c *stepper) finishStartup(init int64) {
+func (c *stepper) finishStartup() {
 	n := c.next
 	switch {
 	case n.Pulls.Has(StartupDone):
@@ -85,12 +83,11 @@ func (c *stepper) finishStartup(init int64) {
 		return
 	case n.UserError:
 		n.Pulls |= StartupDone
-		n.Startup = 0
 		return
 	}
 	// The init containers' pulls are inside the init phase, which is
 	// taken off already.
-	ms := int64(n.Startup) - int64(n.ImagePull) + init
+	ms := int64(n.StartupBeforePulls) - int64(n.ImagePull) + int64(n.ImagePullInit)
 	if ms < 0 {
 		c.startupSkipped(NegativeDuration)
 		return

@@ -1,6 +1,9 @@
 package lifecycle
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // SLI names one service level indicator. The string form is the value of the
 // "sli" label on podslo_observations_skipped_total.
@@ -132,21 +135,42 @@ func (s Skip) Known() bool { return s.SLI < numSLIs && s.Reason < numReasons }
 
 // SkipSet remembers which skips were already counted for a pod, so that a pod
 // that stays malformed for a thousand updates is counted once, not a thousand
-// times. Its bit layout depends on numReasons and lives in memory only; the
-// store persists the skips by their fixed SLI and Reason values.
-type SkipSet uint64
+// times. It has room for maxSLIs SLIs of maxReasons reasons each: bit
+// SLI*maxReasons+Reason. The layout lives in memory only; the store
+// persists the skips by their fixed SLI and Reason values (SLI<<8|Reason).
+type SkipSet [4]uint64
 
-// A SkipSet has a bit for every SLI and Reason: this fails to compile once
-// they no longer fit in 64 bits.
-var _ [64 - int(numSLIs)*int(numReasons)]struct{}
+// The room of a SkipSet: 16 SLIs of 16 reasons each, 256 bits.
+const (
+	maxSLIs    = 16
+	maxReasons = 16
+)
 
-func skipBit(s Skip) SkipSet { return 1 << (uint(s.SLI)*uint(numReasons) + uint(s.Reason)) }
+// A SkipSet has a bit for every SLI and Reason: these fail to compile once
+// the SLIs or the reasons outgrow its room, or the room its bits.
+var (
+	_ [maxSLIs - int(numSLIs)]struct{}
+	_ [maxReasons - int(numReasons)]struct{}
+	_ [len(SkipSet{})*64 - maxSLIs*maxReasons]struct{}
+)
+
+// skipBit is the word and bit of s; false for a skip outside the room.
+func skipBit(s Skip) (word int, bit uint64, ok bool) {
+	if s.SLI >= maxSLIs || s.Reason >= maxReasons {
+		return 0, 0, false
+	}
+	i := uint(s.SLI)*maxReasons + uint(s.Reason)
+	return int(i / 64), 1 << (i % 64), true
+}
 
 // All returns every skip in the set, in order of SLI, then Reason.
 func (m SkipSet) All() []Skip {
+	if m.Empty() {
+		return nil
+	}
 	var out []Skip
-	for sli := range numSLIs {
-		for r := range numReasons {
+	for sli := range SLI(maxSLIs) {
+		for r := range Reason(maxReasons) {
 			if s := (Skip{SLI: sli, Reason: r}); m.Has(s) {
 				out = append(out, s)
 			}
@@ -155,11 +179,23 @@ func (m SkipSet) All() []Skip {
 	return out
 }
 
-// Has reports whether s was already counted.
-func (m SkipSet) Has(s Skip) bool { return m&skipBit(s) != 0 }
+// Empty reports whether no skip was counted.
+func (m SkipSet) Empty() bool { return m == SkipSet{} }
 
-// With returns the set with s added.
-func (m SkipSet) With(s Skip) SkipSet { return m | skipBit(s) }
+// Has reports whether s was already counted.
+func (m SkipSet) Has(s Skip) bool {
+	w, b, ok := skipBit(s)
+	return ok && m[w]&b != 0
+}
+
+// With returns the set with s added. A skip outside the room is no skip of
+// this release (Known is false for it) and leaves the set as it is.
+func (m SkipSet) With(s Skip) SkipSet {
+	if w, b, ok := skipBit(s); ok {
+		m[w] |= b
+	}
+	return m
+}
 
 // Phase is a start-up phase of podslo_pod_startup_phase_duration_seconds.
 type Phase uint8
@@ -221,8 +257,9 @@ func (m PhaseSet) Has(p Phase) bool { return m&(1<<p) != 0 }
 func (m PhaseSet) With(p Phase) PhaseSet { return m | 1<<p }
 
 // PullFlags are the facts of a pod's image pulls and start-up SLI. The
-// bits are persisted (store/codec.go): a new one takes the next bit.
-type PullFlags uint8
+// bits are persisted (store/codec.go): a new one takes the next bit, of
+// which a uint16 leaves eight.
+type PullFlags uint16
 
 const (
 	// PullsDone: every container's image was pulled or found present, and
@@ -233,7 +270,8 @@ const (
 	// PullFailedCounted: a failed pull of the pod's was counted.
 	PullFailedCounted PullFlags = 1 << 2
 	// StartupEndSeen: the update that first showed every container
-	// running was seen; StartupEndPrecise: timed by the watch.
+	// running was seen, and State.StartupBeforePulls holds the SLI before
+	// the pulls are taken off; StartupEndPrecise: timed by the watch.
 	StartupEndSeen    PullFlags = 1 << 3
 	StartupEndPrecise PullFlags = 1 << 4
 	// StartupStateful: the pod has a PVC-backed volume.
@@ -242,17 +280,24 @@ const (
 	StartupMeasured PullFlags = 1 << 6
 	// StartupDone: the start-up SLI was observed or skipped.
 	StartupDone PullFlags = 1 << 7
+
+	// KnownPullFlags are the bits this release knows: a reader leaves out
+	// the others, which a newer release set.
+	KnownPullFlags PullFlags = 1<<8 - 1
 )
 
 // Has reports whether every bit of b is set.
 func (f PullFlags) Has(b PullFlags) bool { return f&b == b }
 
 // State is everything podslo must remember about one pod UID to observe each
-// SLI exactly once, across exporter restarts. Times are Unix seconds, the
-// precision of condition timestamps; zero means "not seen". The store keeps
-// one in memory for every pod, so the small fields sit in the padding
-// after the bools of each group (a State is 144 bytes): the order of the
-// fields is not their persisted order, which store/codec.go fixes.
+// SLI exactly once, across exporter restarts. Each field has one meaning
+// and one unit, stated on it: times are Unix seconds, the precision of
+// condition timestamps, and zero means "not seen"; durations are whole
+// seconds (int32: 68 years) unless their name or comment says
+// milliseconds. The store keeps one in memory for every pod, so the fields
+// are grouped to leave no padding but at the end of the pulls group
+// (TestStateSize); the order of the fields is not their persisted order,
+// which store/codec.go's table fixes.
 type State struct {
 	// Scheduled is the lastTransitionTime of PodScheduled=True; it starts
 	// the sandbox creation timeout.
@@ -266,9 +311,14 @@ type State struct {
 	LastSandboxReady int64
 	// SandboxCreation is the first sandbox's latency in seconds, valid when
 	// HasSandboxCreation is set.
-	SandboxCreation int64
+	SandboxCreation int32
 	// Recreations counts distinct re-creations of the sandbox.
 	Recreations uint32
+	// ScheduledPrecise is the watch receive time of the update that first
+	// showed Scheduled, where it is precise (precise.go). It and the other
+	// *Precise fields are persisted, so that an SLI whose start podslo saw
+	// to the millisecond keeps that precision across an exporter restart.
+	ScheduledPrecise Precise
 	// HasSandboxCreation is set when the first creation latency is known and
 	// not negative, whether or not it went into the histogram.
 	HasSandboxCreation bool
@@ -280,71 +330,6 @@ type State struct {
 	// Excluded: the pod was counted in the excluded creations instead of
 	// the creation histogram or the timeouts.
 	Excluded bool
-
-	// DeletionRequested is the first deletion request time seen:
-	// deletionTimestamp minus deletionGracePeriodSeconds. A later, shorter
-	// delete does not move it.
-	DeletionRequested int64
-	// Termination is the termination latency, valid when HasTermination.
-	Termination    int64
-	HasTermination bool
-	// TerminationDone: the termination was observed or skipped.
-	TerminationDone bool
-	// DeletionPrecise is the watch receive time of the update that first
-	// showed DeletionRequested, where it is precise.
-	DeletionPrecise Precise
-	// ImagePull is the sum of the pod's image pulls in milliseconds (each
-	// Pulled event's duration including the wait in the kubelet's pull
-	// queue, 0 for an image already present), valid once Pulls has
-	// PullsDone (pulls.go). Here, in the padding after DeletionPrecise, it
-	// costs no memory (TestStateSize).
-	ImagePull uint32
-
-	// FirstReady is the lastTransitionTime of the first Ready=True seen.
-	FirstReady int64
-	// Readiness is the latency from the newest container start to Ready,
-	// valid when HasReadiness.
-	Readiness    int64
-	HasReadiness bool
-	// Pulls says what is known of the image pulls and the start-up SLI
-	// (PullFlags), and so what Startup holds.
-	Pulls PullFlags
-	// ContainerStartPrecise is the watch receive time of the update that
-	// first showed ContainerStart, where it is precise.
-	ContainerStartPrecise Precise
-	// Startup is, in milliseconds, the start-up SLI once Pulls has
-	// StartupMeasured; before that, while Pulls has StartupEndSeen, the SLI
-	// before the pulls are taken off (creation to every container running,
-	// minus the init phase); before that, once Pulls has PullsDone, the
-	// part of the pulls the init containers' images took, which the init
-	// phase holds already (startup.go). The three are never needed at once,
-	// and one int32 in the padding costs no memory.
-	Startup int32
-
-	// FirstStable is the lastTransitionTime of the first Stable=True seen;
-	// Stabilization, valid when HasStabilization, its latency from the
-	// first Ready.
-	FirstStable      int64
-	Stabilization    int64
-	HasStabilization bool
-	// StableSeen: the pod has a Stable condition (the agent runs on its
-	// node); Stable is its current status, for the per-pod gauge.
-	StableSeen bool
-	Stable     bool
-	// Phases holds the start-up phases already observed or skipped.
-	Phases PhaseSet
-	// ImagePullKiB is the sum of the sizes of the images the pod pulled,
-	// in KiB, each rounded up, as the kubelet's Pulled messages give them
-	// (1.29 on): valid once Pulls has PullsDone, and when it is not 0 or
-	// every image was present already (PullsCached). KiB keep images of
-	// more than 4 GiB within the padding before StabilityLost, where it
-	// costs no memory (TestStateSize).
-	ImagePullKiB uint32
-	// StabilityLost is the newest Stable=False transition counted as
-	// stability lost; StabilityLosses counts them.
-	StabilityLost   int64
-	StabilityLosses uint32
-
 	// SeenLate: podslo first saw the pod when its scheduling was already
 	// older than MaxObservationAge. Its start-up SLIs (first sandbox,
 	// phases, first Ready, first Stable) and its creation timeout are
@@ -356,14 +341,83 @@ type State struct {
 	// SeenLate, its start-up SLIs and creation timeout are never observed,
 	// and are skipped as recreated_before_seen.
 	SeenRecreated bool
-	// ScheduledPrecise is the watch receive time of the update that first
-	// showed Scheduled, where it is precise (precise.go). It and the other
-	// *Precise fields are persisted, so that an SLI whose start podslo saw
-	// to the millisecond keeps that precision across an exporter restart.
-	ScheduledPrecise Precise
+
+	// DeletionRequested is the first deletion request time seen:
+	// deletionTimestamp minus deletionGracePeriodSeconds. A later, shorter
+	// delete does not move it.
+	DeletionRequested int64
+	// Termination is the termination latency in seconds, valid when
+	// HasTermination.
+	Termination int32
+	// DeletionPrecise is the watch receive time of the update that first
+	// showed DeletionRequested, where it is precise.
+	DeletionPrecise Precise
+	HasTermination  bool
+	// TerminationDone: the termination was observed or skipped.
+	TerminationDone bool
+
+	// FirstReady is the lastTransitionTime of the first Ready=True seen.
+	FirstReady int64
 	// ContainerStart is the newest container start seen before the first
 	// Ready, in Unix seconds: the start of the readiness SLI.
 	ContainerStart int64
+	// Readiness is the latency in seconds from the newest container start
+	// to Ready, valid when HasReadiness.
+	Readiness int32
+	// ContainerStartPrecise is the watch receive time of the update that
+	// first showed ContainerStart, where it is precise.
+	ContainerStartPrecise Precise
+	HasReadiness          bool
+	// Phases holds the start-up phases already observed or skipped.
+	Phases PhaseSet
+
+	// FirstStable is the lastTransitionTime of the first Stable=True seen;
+	// Stabilization, valid when HasStabilization, its latency in seconds
+	// from the first Ready.
+	FirstStable int64
+	// StabilityLost is the newest Stable=False transition counted as
+	// stability lost; StabilityLosses counts them.
+	StabilityLost    int64
+	Stabilization    int32
+	StabilityLosses  uint32
+	HasStabilization bool
+	// StableSeen: the pod has a Stable condition (the agent runs on its
+	// node); Stable is its current status, for the per-pod gauge.
+	StableSeen bool
+	Stable     bool
+
+	// Pulls says what is known of the image pulls and the start-up SLI
+	// (PullFlags), and so which of the fields below are valid.
+	Pulls PullFlags
+	// ImagePull is the sum of the pod's image pulls in milliseconds (each
+	// Pulled event's duration including the wait in the kubelet's pull
+	// queue, 0 for an image already present), valid once Pulls has
+	// PullsDone (pulls.go).
+	ImagePull uint32
+	// ImagePullInit is, in milliseconds, the part of ImagePull that the
+	// init containers' images took, which the init phase holds already
+	// (startup.go); valid once Pulls has PullsDone.
+	ImagePullInit uint32
+	// ImagePullKiB is the sum of the sizes of the images the pod pulled,
+	// in KiB, each rounded up, as the kubelet's Pulled messages give them
+	// (1.29 on): valid once Pulls has PullsDone, and when it is not 0 or
+	// every image was present already (PullsCached). KiB keep images of
+	// more than 4 GiB within a uint32.
+	ImagePullKiB uint32
+	// StartupBeforePulls is, in milliseconds, the start-up SLI before the
+	// image pulls are taken off: creation to every container running and
+	// seen, minus the init phase; valid once Pulls has StartupEndSeen.
+	StartupBeforePulls int32
+	// Startup is the start-up SLI in milliseconds, valid once Pulls has
+	// StartupMeasured.
+	Startup int32
+
 	// Skipped holds the skips already counted.
 	Skipped SkipSet
+}
+
+// Seconds32 is a duration in seconds as State keeps it: an int32, held at
+// its limits (68 years) rather than wrapped.
+func Seconds32(d int64) int32 {
+	return int32(max(min(d, math.MaxInt32), math.MinInt32))
 }

@@ -130,105 +130,397 @@ func uidFromKey(k []byte) (types.UID, error) {
 	return "", fmt.Errorf("pod key %q: %w", k, errDecode)
 }
 
-// State flag bits, in format 1's flags and format 2's podFlags field alike.
-// They are persisted: a new flag takes the next bit, and a reader ignores
-// the bits it does not know.
-const (
-	flagHasSandboxCreation = 1 << 0
-	flagTimedOut           = 1 << 1
-	flagUserError          = 1 << 2
-	flagExcluded           = 1 << 3
-	flagHasTermination     = 1 << 4
-	flagTerminationDone    = 1 << 5
-	flagHasReadiness       = 1 << 6
-	flagHasStabilization   = 1 << 7
-	flagStable             = 1 << 8
-	flagStableSeen         = 1 << 9
-	flagSeenLate           = 1 << 10
-	flagSeenRecreated      = 1 << 11
-)
+// The bools of lifecycle.State, as bits of format 1's flags and of format
+// 2's flags field alike. They are persisted: a new one takes the next bit,
+// and a reader ignores the bits it does not know.
+var stateFlagBits = []struct {
+	bit   uint64
+	field func(*lifecycle.State) *bool
+}{
+	{1 << 0, func(s *lifecycle.State) *bool { return &s.HasSandboxCreation }},
+	{1 << 1, func(s *lifecycle.State) *bool { return &s.TimedOut }},
+	{1 << 2, func(s *lifecycle.State) *bool { return &s.UserError }},
+	{1 << 3, func(s *lifecycle.State) *bool { return &s.Excluded }},
+	{1 << 4, func(s *lifecycle.State) *bool { return &s.HasTermination }},
+	{1 << 5, func(s *lifecycle.State) *bool { return &s.TerminationDone }},
+	{1 << 6, func(s *lifecycle.State) *bool { return &s.HasReadiness }},
+	{1 << 7, func(s *lifecycle.State) *bool { return &s.HasStabilization }},
+	{1 << 8, func(s *lifecycle.State) *bool { return &s.Stable }},
+	{1 << 9, func(s *lifecycle.State) *bool { return &s.StableSeen }},
+	{1 << 10, func(s *lifecycle.State) *bool { return &s.SeenLate }},
+	{1 << 11, func(s *lifecycle.State) *bool { return &s.SeenRecreated }},
+}
 
 func stateFlags(s *lifecycle.State) uint64 {
-	return flag(s.HasSandboxCreation, flagHasSandboxCreation) | flag(s.TimedOut, flagTimedOut) |
-		flag(s.UserError, flagUserError) | flag(s.Excluded, flagExcluded) | flag(s.HasTermination, flagHasTermination) |
-		flag(s.TerminationDone, flagTerminationDone) | flag(s.HasReadiness, flagHasReadiness) |
-		flag(s.HasStabilization, flagHasStabilization) | flag(s.Stable, flagStable) | flag(s.StableSeen, flagStableSeen) |
-		flag(s.SeenLate, flagSeenLate) | flag(s.SeenRecreated, flagSeenRecreated)
+	var flags uint64
+	for _, f := range stateFlagBits {
+		if *f.field(s) {
+			flags |= f.bit
+		}
+	}
+	return flags
 }
 
 func setFlags(s *lifecycle.State, flags uint64) {
-	s.HasSandboxCreation = flags&flagHasSandboxCreation != 0
-	s.TimedOut = flags&flagTimedOut != 0
-	s.UserError = flags&flagUserError != 0
-	s.Excluded = flags&flagExcluded != 0
-	s.HasTermination = flags&flagHasTermination != 0
-	s.TerminationDone = flags&flagTerminationDone != 0
-	s.HasReadiness = flags&flagHasReadiness != 0
-	s.HasStabilization = flags&flagHasStabilization != 0
-	s.Stable = flags&flagStable != 0
-	s.StableSeen = flags&flagStableSeen != 0
-	s.SeenLate = flags&flagSeenLate != 0
-	s.SeenRecreated = flags&flagSeenRecreated != 0
-}
-
-func flag(set bool, bit uint64) uint64 {
-	if set {
-		return bit
+	for _, f := range stateFlagBits {
+		*f.field(s) = flags&f.bit != 0
 	}
-	return 0
 }
 
-// The fields of a format-2 pod record. Times other than Scheduled are
-// deltas from Scheduled (a record stays around 40 bytes); every signed
-// number is zigzag-encoded. A field is written only when it is not zero,
-// and an absent field reads as zero: "not seen".
+// podField declares one field of the format-2 pod record, once: its
+// number, its name (testdata/golden/fields.txt), its wire type, the unit of
+// the number it writes, and how it is written and read. The encoder, the
+// decoder, the wire types the decoder accepts and TestFieldNumbersOnlyGrow
+// all follow from podFields; docs/architecture.md says how to add one.
+type podField struct {
+	num  protowire.Number
+	name string
+	wire protowire.Type
+	unit string
+	// put appends the field of s to b, or nothing when it is zero: an
+	// absent field reads as zero, "not seen".
+	put func(b []byte, num protowire.Number, s *lifecycle.State) []byte
+	// take sets the field in s from what was read of it: v for a varint
+	// field, raw for a bytes field, each copy in the order met (a later
+	// copy of a number replaces an earlier one, the skips of each add
+	// up). r holds what other fields a field is read relative to: the
+	// times to scheduled, which may come after them in another release's
+	// record.
+	take func(s *lifecycle.State, r podRecord, v uint64, raw []byte) error
+}
+
+// Field numbers that other fields of the pod record are read relative to.
 const (
-	podFlags             protowire.Number = 1  // varint: the flag* bits
-	podPhases            protowire.Number = 2  // varint: bit p is lifecycle.Phase p
-	podScheduled         protowire.Number = 3  // Unix seconds
-	podFirstSandboxReady protowire.Number = 4  // delta
-	podLastSandboxReady  protowire.Number = 5  // delta
-	podDeletionRequested protowire.Number = 6  // delta
-	podFirstReady        protowire.Number = 7  // delta
-	podFirstStable       protowire.Number = 8  // delta
-	podStabilityLost     protowire.Number = 9  // delta
-	podSandboxCreation   protowire.Number = 10 // seconds
-	podTermination       protowire.Number = 11 // seconds
-	podReadiness         protowire.Number = 12 // seconds
-	podStabilization     protowire.Number = 13 // seconds
-	podRecreations       protowire.Number = 14 // varint
-	podStabilityLosses   protowire.Number = 15 // varint
-	podSkipped           protowire.Number = 16 // packed varints: SLI<<8 | Reason
-	// The watch receive times of issue 27 (lifecycle.Precise: offsets in
-	// milliseconds, biased positive) and the readiness SLI's start.
-	podScheduledPrecise      protowire.Number = 17 // varint
-	podDeletionPrecise       protowire.Number = 18 // varint
-	podContainerStart        protowire.Number = 19 // delta
-	podContainerStartPrecise protowire.Number = 20 // varint
-	// The image pulls and the start-up SLI of issue 28 (lifecycle/pulls.go,
-	// lifecycle/startup.go): the pulls' sum and State.Startup in
-	// milliseconds, and their lifecycle.PullFlags, a field of their own so
-	// that podFlags' bits stay free for others.
-	podImagePull protowire.Number = 21 // varint
-	podStartup   protowire.Number = 22 // zigzag
-	podPullFlags protowire.Number = 23 // varint: lifecycle.PullFlags
-	// The pulled images' size in KiB (State.ImagePullKiB).
-	podImagePullKiB protowire.Number = 24 // varint
+	podScheduled protowire.Number = 3
+	podPullFlags protowire.Number = 23
 )
+
+// podFields is the pod record of format 2, in field-number order, which is
+// the order the encoder writes them in (the golden records hold it). Times
+// other than scheduled are deltas from it (a record stays around 40
+// bytes); every signed number is zigzag-encoded.
+var podFields = []podField{
+	{num: 1, name: "flags", wire: protowire.VarintType, unit: "bits: stateFlagBits",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendUint(b, num, stateFlags(s))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			setFlags(s, v)
+			return nil
+		}},
+	{num: 2, name: "phases", wire: protowire.VarintType, unit: "bits: bit p is lifecycle.Phase p",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendUint(b, num, uint64(s.Phases))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			// A phase a newer release appended is left out.
+			for p := lifecycle.Phase(0); v>>p != 0; p++ {
+				if v&(1<<p) != 0 && p.Known() {
+					s.Phases = s.Phases.With(p)
+				}
+			}
+			return nil
+		}},
+	{num: podScheduled, name: "scheduled", wire: protowire.VarintType, unit: "Unix seconds, zigzag",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte { return appendInt(b, num, s.Scheduled) },
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			s.Scheduled = protowire.DecodeZigZag(v)
+			return nil
+		}},
+	timeField(4, "first_sandbox_ready", func(s *lifecycle.State) *int64 { return &s.FirstSandboxReady }),
+	timeField(5, "last_sandbox_ready", func(s *lifecycle.State) *int64 { return &s.LastSandboxReady }),
+	timeField(6, "deletion_requested", func(s *lifecycle.State) *int64 { return &s.DeletionRequested }),
+	timeField(7, "first_ready", func(s *lifecycle.State) *int64 { return &s.FirstReady }),
+	timeField(8, "first_stable", func(s *lifecycle.State) *int64 { return &s.FirstStable }),
+	timeField(9, "stability_lost", func(s *lifecycle.State) *int64 { return &s.StabilityLost }),
+	secondsField(10, "sandbox_creation", func(s *lifecycle.State) *int32 { return &s.SandboxCreation }),
+	secondsField(11, "termination", func(s *lifecycle.State) *int32 { return &s.Termination }),
+	secondsField(12, "readiness", func(s *lifecycle.State) *int32 { return &s.Readiness }),
+	secondsField(13, "stabilization", func(s *lifecycle.State) *int32 { return &s.Stabilization }),
+	uintField(14, "recreations", "count", func(s *lifecycle.State) *uint32 { return &s.Recreations }),
+	uintField(15, "stability_losses", "count", func(s *lifecycle.State) *uint32 { return &s.StabilityLosses }),
+	{num: 16, name: "skipped", wire: protowire.BytesType, unit: "packed varints: SLI<<8 | Reason",
+		put: appendSkips, take: takeSkips},
+	// The watch receive times of issue 27 and the readiness SLI's start.
+	preciseField(17, "scheduled_precise", func(s *lifecycle.State) *lifecycle.Precise { return &s.ScheduledPrecise }),
+	preciseField(18, "deletion_precise", func(s *lifecycle.State) *lifecycle.Precise { return &s.DeletionPrecise }),
+	timeField(19, "container_start", func(s *lifecycle.State) *int64 { return &s.ContainerStart }),
+	preciseField(20, "container_start_precise", func(s *lifecycle.State) *lifecycle.Precise { return &s.ContainerStartPrecise }),
+	// The image pulls and the start-up SLI of issue 28 (lifecycle/pulls.go,
+	// lifecycle/startup.go).
+	uintField(21, "image_pull", "milliseconds", func(s *lifecycle.State) *uint32 { return &s.ImagePull }),
+	{num: 22, name: "startup", wire: protowire.VarintType, unit: "milliseconds, zigzag",
+		put: appendStartupSlot, take: takeStartupSlot},
+	{num: podPullFlags, name: "pull_flags", wire: protowire.VarintType, unit: "bits: lifecycle.PullFlags",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendUint(b, num, uint64(s.Pulls))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			// Bits a newer release added are left out, as for flags.
+			s.Pulls = lifecycle.PullFlags(v) & lifecycle.KnownPullFlags
+			return nil
+		}},
+	uintField(24, "image_pull_kib", "KiB", func(s *lifecycle.State) *uint32 { return &s.ImagePullKiB }),
+	// Issue 33: two of the three quantities that startup held in turn,
+	// each in a field of its own.
+	unlessInSlot(slotBeforePulls,
+		intField(25, "startup_before_pulls", "milliseconds, zigzag", func(s *lifecycle.State) *int32 { return &s.StartupBeforePulls })),
+	unlessInSlot(slotPullsInit,
+		uintField(26, "image_pull_init", "milliseconds", func(s *lifecycle.State) *uint32 { return &s.ImagePullInit })),
+}
+
+// timeField is a time in Unix seconds, written as its delta from
+// scheduled, zigzag. A time equal to scheduled is written (as 0), so that
+// it is not taken for "not seen".
+func timeField(num protowire.Number, name string, field func(*lifecycle.State) *int64) podField {
+	return podField{num: num, name: name, wire: protowire.VarintType, unit: "Unix seconds, as seconds after scheduled, zigzag",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendTime(b, num, *field(s), s.Scheduled)
+		},
+		take: func(s *lifecycle.State, r podRecord, v uint64, _ []byte) error {
+			*field(s) = r.scheduled + protowire.DecodeZigZag(v)
+			return nil
+		}}
+}
+
+// secondsField is a duration in whole seconds. Releases before issue 33
+// kept it in an int64: a value beyond an int32's 68 years (which only a
+// broken clock gives) reads as the limit, as lifecycle.Seconds32 keeps it.
+func secondsField(num protowire.Number, name string, field func(*lifecycle.State) *int32) podField {
+	return podField{num: num, name: name, wire: protowire.VarintType, unit: "seconds, zigzag",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendInt(b, num, int64(*field(s)))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			*field(s) = lifecycle.Seconds32(protowire.DecodeZigZag(v))
+			return nil
+		}}
+}
+
+// uintField is an unsigned number. No release writes more than its Go type
+// holds: a record that does is refused, with the field named, rather than
+// read cut short.
+func uintField[T ~uint8 | ~uint16 | ~uint32](num protowire.Number, name, unit string, field func(*lifecycle.State) *T) podField {
+	return podField{num: num, name: name, wire: protowire.VarintType, unit: unit,
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendUint(b, num, uint64(*field(s)))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			if uint64(T(v)) != v {
+				return fmt.Errorf("%s: %d %s out of range: %w", name, v, unit, errDecode)
+			}
+			*field(s) = T(v)
+			return nil
+		}}
+}
+
+// intField is a signed number, zigzag, refused out of its Go type's range
+// like uintField's.
+func intField[T ~int16 | ~int32](num protowire.Number, name, unit string, field func(*lifecycle.State) *T) podField {
+	return podField{num: num, name: name, wire: protowire.VarintType, unit: unit,
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendInt(b, num, int64(*field(s)))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			x := protowire.DecodeZigZag(v)
+			if int64(T(x)) != x {
+				return fmt.Errorf("%s: %d %s out of range: %w", name, x, unit, errDecode)
+			}
+			*field(s) = T(x)
+			return nil
+		}}
+}
+
+// preciseField is a lifecycle.Precise: milliseconds from the start of its
+// time's second, plus 1000, as a varint; 0 when known to the second only.
+func preciseField(num protowire.Number, name string, field func(*lifecycle.State) *lifecycle.Precise) podField {
+	return podField{num: num, name: name, wire: protowire.VarintType, unit: "milliseconds into the second, +1000 (lifecycle.Precise)",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendUint(b, num, uint64(*field(s)))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			if v > math.MaxInt16 {
+				return fmt.Errorf("%s: precise time %d out of range: %w", name, v, errDecode)
+			}
+			*field(s) = lifecycle.Precise(v)
+			return nil
+		}}
+}
+
+func appendSkips(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+	if s.Skipped.Empty() {
+		return b
+	}
+	skips := s.Skipped.All()
+	n := 0
+	for _, sk := range skips {
+		n += protowire.SizeVarint(uint64(sk.SLI)<<8 | uint64(sk.Reason))
+	}
+	b = protowire.AppendTag(b, num, protowire.BytesType)
+	b = protowire.AppendVarint(b, uint64(n))
+	for _, sk := range skips {
+		b = protowire.AppendVarint(b, uint64(sk.SLI)<<8|uint64(sk.Reason))
+	}
+	return b
+}
+
+func takeSkips(s *lifecycle.State, _ podRecord, _ uint64, raw []byte) error {
+	for len(raw) > 0 {
+		x, n := protowire.ConsumeVarint(raw)
+		if n < 0 {
+			return fmt.Errorf("skipped: %w", errDecode)
+		}
+		raw = raw[n:]
+		// A skip of an SLI or Reason this release does not know was
+		// written by a newer one: it cannot be counted here.
+		if sk := (lifecycle.Skip{SLI: lifecycle.SLI(x >> 8), Reason: lifecycle.Reason(x & 0xff)}); x>>16 == 0 && sk.Known() {
+			s.Skipped = s.Skipped.With(sk)
+		}
+	}
+	return nil
+}
+
+// Field 22, startup, is the one field with more than one meaning, kept for
+// the releases before issue 33, which read it and need it to: it holds,
+// in milliseconds, the start-up SLI once pull_flags has StartupMeasured
+// (and 0 once StartupDone without it); before that, while it has
+// StartupEndSeen, the SLI before the pulls are taken off; before that,
+// once it has PullsDone, the init containers' part of the pulls. This
+// release keeps each in a State field of its own. It writes 22 as those
+// releases did, so a record it writes before the SLI is measured is the
+// record they wrote; and the last two under fields 25 and 26, which
+// those releases skip, whenever 22 does not hold them. It reads 22 as one
+// of them when its own field is absent.
+type startupSlotHolds uint8
+
+const (
+	slotStartup startupSlotHolds = iota
+	slotBeforePulls
+	slotPullsInit
+)
+
+func startupSlotFor(p lifecycle.PullFlags) startupSlotHolds {
+	switch {
+	case p.Has(lifecycle.StartupMeasured), p.Has(lifecycle.StartupDone):
+		return slotStartup
+	case p.Has(lifecycle.StartupEndSeen):
+		return slotBeforePulls
+	case p.Has(lifecycle.PullsDone):
+		return slotPullsInit
+	}
+	return slotStartup
+}
+
+func startupSlot(s *lifecycle.State) int32 {
+	switch startupSlotFor(s.Pulls) {
+	case slotBeforePulls:
+		return s.StartupBeforePulls
+	case slotPullsInit:
+		return int32(min(s.ImagePullInit, math.MaxInt32))
+	}
+	return s.Startup
+}
+
+// unlessInSlot is f, left out of a record whose field 22 holds its value.
+func unlessInSlot(holds startupSlotHolds, f podField) podField {
+	put := f.put
+	f.put = func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+		if startupSlotFor(s.Pulls) == holds {
+			return b
+		}
+		return put(b, num, s)
+	}
+	return f
+}
+
+func appendStartupSlot(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+	return appendInt(b, num, int64(startupSlot(s)))
+}
+
+func takeStartupSlot(s *lifecycle.State, r podRecord, v uint64, _ []byte) error {
+	ms := protowire.DecodeZigZag(v)
+	if ms > math.MaxInt32 || ms < math.MinInt32 {
+		return fmt.Errorf("startup: %d ms out of range: %w", ms, errDecode)
+	}
+	// Fields 25 and 26 may come after this one: r has them, s not yet.
+	switch startupSlotFor(r.pulls) {
+	case slotBeforePulls:
+		if !r.has(25) {
+			s.StartupBeforePulls = int32(ms)
+		}
+	case slotPullsInit:
+		if ms < 0 {
+			return fmt.Errorf("startup: %d ms of init containers' pulls: %w", ms, errDecode)
+		}
+		if !r.has(26) {
+			s.ImagePullInit = uint32(ms)
+		}
+	default:
+		s.Startup = int32(ms)
+	}
+	return nil
+}
+
+// podRecord is what a first pass over a pod record finds: the fields
+// that others are read relative to, and which numbers it has. It is
+// handed to take by value, so that decoding allocates nothing for it.
+type podRecord struct {
+	scheduled int64
+	pulls     lifecycle.PullFlags
+	seen      uint64
+}
+
+func (r podRecord) has(num protowire.Number) bool { return r.seen&(1<<num) != 0 }
+
+// maxPodField is the highest pod field number podRecord has room for.
+const maxPodField = 63
+
+// podFieldIndex finds a field of podFields by its number.
+var podFieldIndex = indexPodFields(podFields)
+
+// indexPodFields checks the table when the package loads: a number out of
+// podRecord's room, reused, or out of order, a name reused, or a field
+// without a unit or a wire type the decoder reads, panics there, so that
+// every test fails.
+func indexPodFields(fields []podField) [maxPodField + 1]*podField {
+	var index [maxPodField + 1]*podField
+	names := map[string]bool{}
+	for i := range fields {
+		f := &fields[i]
+		switch {
+		case !f.num.IsValid() || f.num > maxPodField:
+			panic(fmt.Sprintf("pod field %s: number %d out of 1..%d", f.name, f.num, maxPodField))
+		case index[f.num] != nil:
+			panic(fmt.Sprintf("pod field %s: number %d is %s's", f.name, f.num, index[f.num].name))
+		case i > 0 && f.num < fields[i-1].num:
+			panic(fmt.Sprintf("pod field %s: number %d after %d: the table is in number order, which is the order of the record", f.name, f.num, fields[i-1].num))
+		case names[f.name] || f.name == "":
+			panic(fmt.Sprintf("pod field %d: name %q reused or empty", f.num, f.name))
+		case f.unit == "" || f.put == nil || f.take == nil:
+			panic(fmt.Sprintf("pod field %s: a unit, put and take are required", f.name))
+		case f.wire != protowire.VarintType && f.wire != protowire.BytesType:
+			panic(fmt.Sprintf("pod field %s: wire type %d is not read", f.name, f.wire))
+		}
+		index[f.num], names[f.name] = f, true
+	}
+	return index
+}
 
 // podFieldNames names every pod field number ever used, for the golden test
 // that keeps them from being renumbered or reused.
-var podFieldNames = map[protowire.Number]string{
-	podFlags: "flags", podPhases: "phases", podScheduled: "scheduled",
-	podFirstSandboxReady: "first_sandbox_ready", podLastSandboxReady: "last_sandbox_ready",
-	podDeletionRequested: "deletion_requested", podFirstReady: "first_ready", podFirstStable: "first_stable",
-	podStabilityLost: "stability_lost", podSandboxCreation: "sandbox_creation", podTermination: "termination",
-	podReadiness: "readiness", podStabilization: "stabilization", podRecreations: "recreations",
-	podStabilityLosses: "stability_losses", podSkipped: "skipped",
-	podScheduledPrecise: "scheduled_precise", podDeletionPrecise: "deletion_precise",
-	podContainerStart: "container_start", podContainerStartPrecise: "container_start_precise",
-	podImagePull: "image_pull", podStartup: "startup", podPullFlags: "pull_flags",
-	podImagePullKiB: "image_pull_kib",
+func podFieldNames() map[protowire.Number]string {
+	out := make(map[protowire.Number]string, len(podFields))
+	for _, f := range podFields {
+		out[f.num] = f.name
+	}
+	return out
+}
+
+func podWireTypes(num protowire.Number) (protowire.Type, bool) {
+	if num < 0 || num > maxPodField || podFieldIndex[num] == nil {
+		return 0, false
+	}
+	return podFieldIndex[num].wire, true
 }
 
 func appendUint(b []byte, num protowire.Number, v uint64) []byte {
@@ -256,167 +548,63 @@ func appendTime(b []byte, num protowire.Number, t, base int64) []byte {
 func encodeState(s lifecycle.State) []byte {
 	b := make([]byte, 0, 64)
 	b = append(b, podRecordV2)
-	b = appendUint(b, podFlags, stateFlags(&s))
-	b = appendUint(b, podPhases, uint64(s.Phases))
-	b = appendInt(b, podScheduled, s.Scheduled)
-	b = appendTime(b, podFirstSandboxReady, s.FirstSandboxReady, s.Scheduled)
-	b = appendTime(b, podLastSandboxReady, s.LastSandboxReady, s.Scheduled)
-	b = appendTime(b, podDeletionRequested, s.DeletionRequested, s.Scheduled)
-	b = appendTime(b, podFirstReady, s.FirstReady, s.Scheduled)
-	b = appendTime(b, podFirstStable, s.FirstStable, s.Scheduled)
-	b = appendTime(b, podStabilityLost, s.StabilityLost, s.Scheduled)
-	b = appendInt(b, podSandboxCreation, s.SandboxCreation)
-	b = appendInt(b, podTermination, s.Termination)
-	b = appendInt(b, podReadiness, s.Readiness)
-	b = appendInt(b, podStabilization, s.Stabilization)
-	b = appendUint(b, podRecreations, uint64(s.Recreations))
-	b = appendUint(b, podStabilityLosses, uint64(s.StabilityLosses))
-	if s.Skipped != 0 {
-		var packed []byte
-		for _, sk := range s.Skipped.All() {
-			packed = protowire.AppendVarint(packed, uint64(sk.SLI)<<8|uint64(sk.Reason))
-		}
-		b = protowire.AppendTag(b, podSkipped, protowire.BytesType)
-		b = protowire.AppendBytes(b, packed)
+	for i := range podFields {
+		b = podFields[i].put(b, podFields[i].num, &s)
 	}
-	b = appendUint(b, podScheduledPrecise, uint64(s.ScheduledPrecise))
-	b = appendUint(b, podDeletionPrecise, uint64(s.DeletionPrecise))
-	b = appendTime(b, podContainerStart, s.ContainerStart, s.Scheduled)
-	b = appendUint(b, podContainerStartPrecise, uint64(s.ContainerStartPrecise))
-	b = appendUint(b, podImagePull, uint64(s.ImagePull))
-	b = appendInt(b, podStartup, int64(s.Startup))
-	b = appendUint(b, podPullFlags, uint64(s.Pulls))
-	b = appendUint(b, podImagePullKiB, uint64(s.ImagePullKiB))
 	return sealRecord(b)
 }
 
 // decodeState reads a pod record of any format this release knows.
 func decodeState(b []byte) (lifecycle.State, error) {
+	var s lifecycle.State
+	err := decodeStateInto(b, &s)
+	return s, err
+}
+
+// decodeStateInto is decodeState into *dst, which the load allocates
+// already (store.pod): the table's take functions take a pointer, which
+// moves the State they write to the heap. dst is zero on an error.
+func decodeStateInto(b []byte, dst *lifecycle.State) error {
+	*dst = lifecycle.State{}
 	format, err := recordFormat(b)
 	if err != nil {
-		return lifecycle.State{}, err
+		return err
 	}
 	if format == podRecordV1 {
 		s, err := decodeStateV1(b)
 		if err != nil {
 			// Format 1 has no checksum: a record 0.1.0 wrote always
 			// decodes, so one that does not was damaged.
-			return s, fmt.Errorf("format 1: %w (%w)", errChecksum, err)
+			return fmt.Errorf("format 1: %w (%w)", errChecksum, err)
 		}
-		return s, nil
+		*dst = s
+		return nil
 	}
 	body, err := openRecord(b)
 	if err != nil {
-		return lifecycle.State{}, err
+		return err
 	}
-	var s lifecycle.State
-	// Times are deltas from Scheduled, which may come after them in a
-	// record from another release: they are resolved at the end.
-	var times [6]struct {
-		v   int64
-		set bool
-	}
-	var containerStart struct {
-		v   int64
-		set bool
-	}
-	err = fields(body, func(num protowire.Number, v uint64, bytes []byte) error {
+	var r podRecord
+	err = fields(body, func(num protowire.Number, v uint64, _ []byte) error {
 		switch num {
-		case podFlags:
-			setFlags(&s, v)
-		case podPhases:
-			for p := lifecycle.Phase(0); v>>p != 0; p++ {
-				if v&(1<<p) != 0 && p.Known() {
-					s.Phases = s.Phases.With(p)
-				}
-			}
 		case podScheduled:
-			s.Scheduled = protowire.DecodeZigZag(v)
-		case podFirstSandboxReady, podLastSandboxReady, podDeletionRequested, podFirstReady, podFirstStable, podStabilityLost:
-			times[num-podFirstSandboxReady].v, times[num-podFirstSandboxReady].set = protowire.DecodeZigZag(v), true
-		case podSandboxCreation:
-			s.SandboxCreation = protowire.DecodeZigZag(v)
-		case podTermination:
-			s.Termination = protowire.DecodeZigZag(v)
-		case podReadiness:
-			s.Readiness = protowire.DecodeZigZag(v)
-		case podStabilization:
-			s.Stabilization = protowire.DecodeZigZag(v)
-		case podRecreations:
-			s.Recreations = uint32(v)
-		case podStabilityLosses:
-			s.StabilityLosses = uint32(v)
-		case podScheduledPrecise, podDeletionPrecise, podContainerStartPrecise:
-			if v > math.MaxInt16 {
-				return fmt.Errorf("field %d: precise time %d out of range: %w", num, v, errDecode)
-			}
-			switch num {
-			case podScheduledPrecise:
-				s.ScheduledPrecise = lifecycle.Precise(v)
-			case podDeletionPrecise:
-				s.DeletionPrecise = lifecycle.Precise(v)
-			default:
-				s.ContainerStartPrecise = lifecycle.Precise(v)
-			}
-		case podContainerStart:
-			containerStart.v, containerStart.set = protowire.DecodeZigZag(v), true
-		case podImagePull:
-			if v > math.MaxUint32 {
-				return fmt.Errorf("image_pull: %d ms out of range: %w", v, errDecode)
-			}
-			s.ImagePull = uint32(v)
-		case podImagePullKiB:
-			if v > math.MaxUint32 {
-				return fmt.Errorf("image_pull_kib: %d KiB out of range: %w", v, errDecode)
-			}
-			s.ImagePullKiB = uint32(v)
-		case podStartup:
-			ms := protowire.DecodeZigZag(v)
-			if ms > math.MaxInt32 || ms < math.MinInt32 {
-				return fmt.Errorf("startup: %d ms out of range: %w", ms, errDecode)
-			}
-			s.Startup = int32(ms)
+			r.scheduled = protowire.DecodeZigZag(v)
 		case podPullFlags:
-			// Bits a newer release added are left out, as for podFlags.
-			s.Pulls = lifecycle.PullFlags(v & math.MaxUint8)
-		case podSkipped:
-			for len(bytes) > 0 {
-				x, n := protowire.ConsumeVarint(bytes)
-				if n < 0 {
-					return fmt.Errorf("skipped: %w", errDecode)
-				}
-				bytes = bytes[n:]
-				// A skip of an SLI or Reason this release does not know
-				// was written by a newer one: it cannot be counted here.
-				if sk := (lifecycle.Skip{SLI: lifecycle.SLI(x >> 8), Reason: lifecycle.Reason(x & 0xff)}); x>>16 == 0 && sk.Known() {
-					s.Skipped = s.Skipped.With(sk)
-				}
-			}
+			r.pulls = lifecycle.PullFlags(v)
 		}
+		r.seen |= 1 << num
 		return nil
 	}, podWireTypes)
+	if err == nil {
+		err = fields(body, func(num protowire.Number, v uint64, raw []byte) error {
+			return podFieldIndex[num].take(dst, r, v, raw)
+		}, podWireTypes)
+	}
 	if err != nil {
-		return lifecycle.State{}, err
+		*dst = lifecycle.State{}
+		return err
 	}
-	for i, p := range []*int64{&s.FirstSandboxReady, &s.LastSandboxReady, &s.DeletionRequested, &s.FirstReady, &s.FirstStable, &s.StabilityLost} {
-		if times[i].set {
-			*p = s.Scheduled + times[i].v
-		}
-	}
-	if containerStart.set {
-		s.ContainerStart = s.Scheduled + containerStart.v
-	}
-	return s, nil
-}
-
-func podWireTypes(num protowire.Number) (protowire.Type, bool) {
-	switch {
-	case num == podSkipped:
-		return protowire.BytesType, true
-	case num >= podFlags && num < podSkipped, num >= podScheduledPrecise && num <= podImagePullKiB:
-		return protowire.VarintType, true
-	}
-	return 0, false
+	return nil
 }
 
 // fields calls fn for each field of body whose number wantType knows, with

@@ -36,7 +36,7 @@ func fullState() lifecycle.State {
 
 func TestStateRoundTrip(t *testing.T) {
 	full := fullState()
-	full.Skipped = lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}).With(lifecycle.Skip{SLI: lifecycle.Stabilization, Reason: lifecycle.NoContainerStarted})
+	full.Skipped = lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}).With(lifecycle.Skip{SLI: lifecycle.Stabilization, Reason: lifecycle.NoContainerStarted})
 	for _, st := range []lifecycle.State{
 		{},
 		full,
@@ -70,18 +70,18 @@ func TestEveryStateFieldIsPersisted(t *testing.T) {
 				v.SetBool(true)
 			case reflect.Int64:
 				v.SetInt(1700000123)
-			case reflect.Uint32, reflect.Uint8:
+			case reflect.Uint32, reflect.Uint16, reflect.Uint8:
 				v.SetUint(3)
 			case reflect.Int32:
-				// State.Startup: milliseconds, negative while it holds a
-				// start-up's end before a clock-skewed creation.
+				// Seconds, or milliseconds (StartupBeforePulls: negative
+				// for a start-up's end before a clock-skewed creation).
 				v.SetInt(-1234)
 			case reflect.Int16:
 				// A lifecycle.Precise: 123 ms into its second.
 				v.SetInt(1123)
-			case reflect.Uint64:
+			case reflect.Array:
 				// A SkipSet: one skip that exists.
-				v.Set(reflect.ValueOf(lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.Vanished})))
+				v.Set(reflect.ValueOf(lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.Vanished})))
 			default:
 				t.Fatalf("field %s has kind %s: teach the codec and this test about it", f.Name, v.Kind())
 			}
@@ -140,9 +140,9 @@ func TestUnknownFieldsAreSkipped(t *testing.T) {
 	packed := protowire.AppendVarint(nil, uint64(lifecycle.Readiness)<<8|uint64(lifecycle.TooOld))
 	packed = protowire.AppendVarint(packed, 200<<8|1)
 	packed = protowire.AppendVarint(packed, 1<<8|200)
-	body = protowire.AppendTag(body, podSkipped, protowire.BytesType)
+	body = protowire.AppendTag(body, podFieldNum(t, "skipped"), protowire.BytesType)
 	body = protowire.AppendBytes(body, packed)
-	body = protowire.AppendTag(body, podPhases, protowire.VarintType)
+	body = protowire.AppendTag(body, podFieldNum(t, "phases"), protowire.VarintType)
 	body = protowire.AppendVarint(body, uint64(st.Phases)|1<<7)
 	got, err := decodeState(sealRecord(body))
 	require.NoError(t, err)
@@ -215,7 +215,7 @@ var goldenStates = map[string]func() lifecycle.State{
 		return lifecycle.State{
 			Scheduled: 1700000000, FirstSandboxReady: 1700000002, LastSandboxReady: 1700000002, SandboxCreation: 2, HasSandboxCreation: true,
 			Phases:  lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
-			Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.NegativeDuration}).With(lifecycle.Skip{SLI: lifecycle.StartupPhase, Reason: lifecycle.InvalidCondition}),
+			Skipped: lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.NegativeDuration}).With(lifecycle.Skip{SLI: lifecycle.StartupPhase, Reason: lifecycle.InvalidCondition}),
 		}
 	},
 }
@@ -225,7 +225,8 @@ var goldenStates = map[string]func() lifecycle.State{
 // 27 (lifecycle.Precise), a readiness SLI begun in milliseconds.
 // pod-pulls: the image pulls and start-up SLI of issue 28, with a skip of
 // each of their SLIs and of the reason they added. pod-pull-size: the
-// pulled images' size, which came after.
+// pulled images' size, which came after. pod-startup-parts: issue 33's
+// fields for two of the three quantities field 22 held in turn.
 var goldenStatesFormat2 = map[string]func() lifecycle.State{
 	"pod-precise": func() lifecycle.State {
 		return lifecycle.State{
@@ -241,7 +242,7 @@ var goldenStatesFormat2 = map[string]func() lifecycle.State{
 			ImagePull: 2345, Startup: 3422,
 			Pulls: lifecycle.PullsDone | lifecycle.PullFailedCounted | lifecycle.StartupEndSeen | lifecycle.StartupEndPrecise |
 				lifecycle.StartupStateful | lifecycle.StartupMeasured | lifecycle.StartupDone,
-			Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.ImagePull, Reason: lifecycle.TooOld}).
+			Skipped: lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.ImagePull, Reason: lifecycle.TooOld}).
 				With(lifecycle.Skip{SLI: lifecycle.PodStartup, Reason: lifecycle.ImagePullFailed}),
 		}
 	},
@@ -249,6 +250,14 @@ var goldenStatesFormat2 = map[string]func() lifecycle.State{
 		return lifecycle.State{
 			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
 			ImagePull: 312, ImagePullKiB: 5 << 20, Pulls: lifecycle.PullsDone,
+		}
+	},
+	"pod-startup-parts": func() lifecycle.State {
+		return lifecycle.State{
+			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001, SandboxCreation: 1, HasSandboxCreation: true,
+			ImagePull: 7000, ImagePullInit: 4000, StartupBeforePulls: 10300, Startup: 7300,
+			Pulls:   lifecycle.PullsDone | lifecycle.StartupEndSeen | lifecycle.StartupMeasured | lifecycle.StartupDone,
+			Skipped: lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.PodStartup, Reason: lifecycle.ImagePullFailed}).With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}),
 		}
 	},
 }
@@ -304,7 +313,7 @@ func TestFieldNumbersOnlyGrow(t *testing.T) {
 	for _, tab := range []struct {
 		record string
 		names  map[protowire.Number]string
-	}{{"pod", podFieldNames}, {"aggregate", aggregateFieldNames}, {"layout", layoutFieldNames}} {
+	}{{"pod", podFieldNames()}, {"aggregate", aggregateFieldNames}, {"layout", layoutFieldNames}} {
 		nums := make([]int, 0, len(tab.names))
 		for n := range tab.names {
 			nums = append(nums, int(n))
@@ -328,7 +337,7 @@ func TestFieldNumbersOnlyGrow(t *testing.T) {
 	for _, l := range lines {
 		assert.Contains(t, recorded, l, "new field %q: append it to testdata/golden/fields.txt", l)
 	}
-	for _, tab := range []map[protowire.Number]string{podFieldNames, aggregateFieldNames, layoutFieldNames} {
+	for _, tab := range []map[protowire.Number]string{podFieldNames(), aggregateFieldNames, layoutFieldNames} {
 		for n := range tab {
 			assert.True(t, n.IsValid(), "field number %d", n)
 		}
@@ -412,9 +421,13 @@ func TestOutOfRangeFieldsAreRefused(t *testing.T) {
 		v    uint64
 		name string
 	}{
-		{podImagePull, 1 << 32, "image_pull"},
-		{podImagePullKiB, 1 << 32, "image_pull_kib"},
-		{podStartup, protowire.EncodeZigZag(1 << 31), "startup"},
+		{podFieldNum(t, "image_pull"), 1 << 32, "image_pull"},
+		{podFieldNum(t, "image_pull_kib"), 1 << 32, "image_pull_kib"},
+		{podFieldNum(t, "startup"), protowire.EncodeZigZag(1 << 31), "startup"},
+		{podFieldNum(t, "image_pull_init"), 1 << 32, "image_pull_init"},
+		{podFieldNum(t, "startup_before_pulls"), protowire.EncodeZigZag(-1<<31 - 1), "startup_before_pulls"},
+		{podFieldNum(t, "recreations"), 1 << 32, "recreations"},
+		{podFieldNum(t, "scheduled_precise"), 1 << 15, "scheduled_precise"},
 	} {
 		b := encodeState(fullState())
 		body := protowire.AppendTag(slices.Clone(b[:len(b)-4]), tc.num, protowire.VarintType)
@@ -422,5 +435,115 @@ func TestOutOfRangeFieldsAreRefused(t *testing.T) {
 		_, err := decodeState(sealRecord(body))
 		assert.ErrorIs(t, err, errDecode, tc.name)
 		assert.ErrorContains(t, err, tc.name)
+	}
+}
+
+// podFieldNum is the number of the pod field named name in podFields.
+func podFieldNum(t *testing.T, name string) protowire.Number {
+	t.Helper()
+	for _, f := range podFields {
+		if f.name == name {
+			return f.num
+		}
+	}
+	t.Fatalf("no pod field %q", name)
+	return 0
+}
+
+// withoutFields is a record with the given fields taken out, as a release
+// that did not know them wrote it, or rewrote it.
+func withoutFields(t *testing.T, b []byte, drop ...protowire.Number) []byte {
+	t.Helper()
+	body := b[1 : len(b)-4]
+	out := []byte{b[0]}
+	for len(body) > 0 {
+		num, typ, n := protowire.ConsumeTag(body)
+		require.Positive(t, n)
+		m := protowire.ConsumeFieldValue(num, typ, body[n:])
+		require.Positive(t, m)
+		if !slices.Contains(drop, num) {
+			out = append(out, body[:n+m]...)
+		}
+		body = body[n+m:]
+	}
+	return sealRecord(out)
+}
+
+// startupSlotOf reads field 22 of a record as a release before issue 33
+// did: one number, whose meaning the pull flags give.
+func startupSlotOf(t *testing.T, b []byte) int64 {
+	t.Helper()
+	body, err := openRecord(b)
+	require.NoError(t, err)
+	var ms int64
+	require.NoError(t, fields(body, func(num protowire.Number, v uint64, _ []byte) error {
+		if num == podFieldNum(t, "startup") {
+			ms = protowire.DecodeZigZag(v)
+		}
+		return nil
+	}, podWireTypes))
+	return ms
+}
+
+// TestStartupSlotStaysReadable: the three quantities that field 22 held in
+// turn before issue 33 are three State fields now, and two fields of the
+// record of their own. A record of an earlier release, at each stage,
+// reads into the right one; and what this release writes holds in field 22
+// what an earlier release reads there at that stage, so that a rollback
+// finishes the start-ups in flight (exporter's
+// TestStartupInFlightAcrossRollback runs both binaries).
+func TestStartupSlotStaysReadable(t *testing.T) {
+	base := lifecycle.State{Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001}
+	for _, tc := range []struct {
+		name   string
+		state  lifecycle.State
+		slot   int64 // field 22, as the earlier release wrote it
+		legacy lifecycle.State
+	}{{
+		name:   "pulls done, the end not yet seen: the init containers' pulls",
+		state:  lifecycle.State{ImagePull: 7000, ImagePullInit: 4000, Pulls: lifecycle.PullsDone},
+		slot:   4000,
+		legacy: lifecycle.State{ImagePull: 7000, ImagePullInit: 4000, Pulls: lifecycle.PullsDone},
+	}, {
+		name:   "the end seen, the pulls not yet done: the SLI before the pulls",
+		state:  lifecycle.State{StartupBeforePulls: -250, Pulls: lifecycle.StartupEndSeen | lifecycle.StartupEndPrecise},
+		slot:   -250,
+		legacy: lifecycle.State{StartupBeforePulls: -250, Pulls: lifecycle.StartupEndSeen | lifecycle.StartupEndPrecise},
+	}, {
+		name: "measured: the SLI",
+		state: lifecycle.State{ImagePull: 7000, ImagePullInit: 4000, StartupBeforePulls: 10300, Startup: 7300,
+			Pulls: lifecycle.PullsDone | lifecycle.StartupEndSeen | lifecycle.StartupMeasured | lifecycle.StartupDone},
+		slot: 7300,
+		// An earlier release kept only the SLI: the parts read as 0.
+		legacy: lifecycle.State{ImagePull: 7000, Startup: 7300,
+			Pulls: lifecycle.PullsDone | lifecycle.StartupEndSeen | lifecycle.StartupMeasured | lifecycle.StartupDone},
+	}, {
+		name:   "skipped: 0",
+		state:  lifecycle.State{StartupBeforePulls: 900, Pulls: lifecycle.PullFailedCounted | lifecycle.StartupEndSeen | lifecycle.StartupDone},
+		slot:   0,
+		legacy: lifecycle.State{Pulls: lifecycle.PullFailedCounted | lifecycle.StartupEndSeen | lifecycle.StartupDone},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			merge := func(s lifecycle.State) lifecycle.State {
+				s.Scheduled, s.FirstSandboxReady, s.LastSandboxReady = base.Scheduled, base.FirstSandboxReady, base.LastSandboxReady
+				return s
+			}
+			st, legacy := merge(tc.state), merge(tc.legacy)
+			b := encodeState(st)
+			got, err := decodeState(b)
+			require.NoError(t, err)
+			assert.Equal(t, st, got, "round trip")
+			assert.Equal(t, tc.slot, startupSlotOf(t, b), "field 22 holds what an earlier release reads there")
+
+			// The record as an earlier release writes it: field 22 alone.
+			old := withoutFields(t, b, podFieldNum(t, "startup_before_pulls"), podFieldNum(t, "image_pull_init"))
+			if !st.Pulls.Has(lifecycle.StartupDone) {
+				assert.Equal(t, hex.EncodeToString(old), hex.EncodeToString(b),
+					"until the start-up is done, field 22 holds what 25 or 26 would, and the record is the earlier release's")
+			}
+			got, err = decodeState(old)
+			require.NoError(t, err)
+			assert.Equal(t, legacy, got, "a record of an earlier release")
+		})
 	}
 }

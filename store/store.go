@@ -425,11 +425,11 @@ func (s *Store) loadRecord(key, val []byte) error {
 		if err != nil {
 			return err
 		}
-		st, err := decodeState(val)
-		if err != nil {
+		p := &pod{}
+		if err := decodeStateInto(val, &p.state); err != nil {
 			return err
 		}
-		s.pods[uid] = &pod{state: st}
+		s.pods[uid] = p
 	case prefixAggregate:
 		family, labels, err := splitAggregateKey(key)
 		if err != nil {

@@ -78,7 +78,7 @@ func TestApplyPersistsAcrossReopen(t *testing.T) {
 		UID: uidA, State: stA, Meta: meta("a"),
 		Observe: []Sample{{Family: "creation", Labels: []string{"runc", "none"}, Value: 3, Exemplar: &Exemplar{Namespace: "ns", Pod: "a", Value: 3}}},
 	}))
-	stB := lifecycle.State{FirstSandboxReady: 2000, LastSandboxReady: 2600, Recreations: 1, Skipped: lifecycle.SkipSet(0).With(lifecycle.Skip{SLI: lifecycle.SandboxCreation, Reason: lifecycle.InvalidCondition})}
+	stB := lifecycle.State{FirstSandboxReady: 2000, LastSandboxReady: 2600, Recreations: 1, Skipped: lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.SandboxCreation, Reason: lifecycle.InvalidCondition})}
 	require.NoError(t, s.Apply(Change{
 		UID: uidB, State: stB, Meta: meta("b"),
 		Observe: []Sample{{Family: "creation", Labels: []string{"runc", "none"}, Value: 0}, {Family: "creation", Labels: []string{"kata", "fast"}, Value: 4000}},
