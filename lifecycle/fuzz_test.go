@@ -89,10 +89,10 @@ func FuzzStep(f *testing.F) {
 			prev := st
 			var out Outcome
 			if r.byte()%4 == 0 {
-				st, out = Timeout(now, st, cfg)
+				st, out = Timeout(now, Inputs{}, st, cfg)
 			} else {
-				st, out = Step(now, pod, st, cfg)
-				again, more := Step(now, pod, st, cfg)
+				st, out = Step(now, pod, Inputs{}, st, cfg)
+				again, more := Step(now, pod, Inputs{}, st, cfg)
 				if again != st || !more.Empty() {
 					t.Fatalf("a second identical update changed something: %+v -> %+v, %+v", st, again, more)
 				}

@@ -72,9 +72,9 @@ func TestSandboxCreationInMilliseconds(t *testing.T) {
 			if tc.readyAt != "" {
 				r = received(t, r, tc.readyAt)
 			}
-			st, _ := Step(now, s, State{}, cfg)
+			st, _ := Step(now, s, Inputs{}, State{}, cfg)
 			assert.Equal(t, tc.wantScheduledPrecise, st.ScheduledPrecise)
-			st, out := Step(now, r, st, cfg)
+			st, out := Step(now, r, Inputs{}, st, cfg)
 			assert.Equal(t, []measured{tc.want}, measuredOf(out, SandboxCreated, 0))
 			assert.Equal(t, []measured{tc.want}, measuredOf(out, PhaseDone, PhaseSandbox), "the sandbox phase has the same ends")
 			assert.Equal(t, int32(1), st.SandboxCreation, "the per-pod series keeps whole seconds")
@@ -89,13 +89,13 @@ func TestPrecisionSurvivesARestart(t *testing.T) {
 	cfg := &Config{}
 	now := ts(t, "2026-01-01T10:00:05Z")
 	scheduled := podWith(cond(t, corev1.PodScheduled, corev1.ConditionTrue, "2026-01-01T10:00:00Z"))
-	st, _ := Step(now, received(t, scheduled, "2026-01-01T10:00:00.400Z"), State{}, cfg)
-	st, out := Step(now, scheduled, st, cfg) // the relist after the restart
+	st, _ := Step(now, received(t, scheduled, "2026-01-01T10:00:00.400Z"), Inputs{}, State{}, cfg)
+	st, out := Step(now, scheduled, Inputs{}, st, cfg) // the relist after the restart
 	assert.True(t, out.Empty())
 	assert.Equal(t, Precise(1400), st.ScheduledPrecise, "a later update does not move or drop the start")
 	ready := podWith(cond(t, corev1.PodScheduled, corev1.ConditionTrue, "2026-01-01T10:00:00Z"),
 		cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T10:00:03Z"))
-	_, out = Step(now, received(t, ready, "2026-01-01T10:00:03.150Z"), st, cfg)
+	_, out = Step(now, received(t, ready, "2026-01-01T10:00:03.150Z"), Inputs{}, st, cfg)
 	assert.Equal(t, []measured{{2.75, true}}, measuredOf(out, SandboxCreated, 0))
 }
 
@@ -113,34 +113,34 @@ func TestReadinessInMilliseconds(t *testing.T) {
 	ready := cond(t, corev1.PodReady, corev1.ConditionTrue, "2026-01-01T10:00:03Z")
 
 	t.Run("a readiness probe: start and Ready in two updates", func(t *testing.T) {
-		st, _ := Step(now, received(t, base(), "2026-01-01T10:00:01.600Z"), State{}, cfg)
+		st, _ := Step(now, received(t, base(), "2026-01-01T10:00:01.600Z"), Inputs{}, State{}, cfg)
 		assert.Equal(t, Precise(1600), st.ContainerStartPrecise)
-		st, out := Step(now, received(t, base(ready), "2026-01-01T10:00:03.100Z"), st, cfg)
+		st, out := Step(now, received(t, base(ready), "2026-01-01T10:00:03.100Z"), Inputs{}, st, cfg)
 		assert.Equal(t, []measured{{1.5, true}}, measuredOf(out, BecameReady, 0))
 		assert.Equal(t, []measured{{1.5, true}}, measuredOf(out, PhaseDone, PhaseReadiness))
 		assert.Equal(t, int32(2), st.Readiness)
 	})
 	t.Run("no probe: the kubelet writes both in one update", func(t *testing.T) {
 		p := base(cond(t, corev1.PodReady, corev1.ConditionTrue, "2026-01-01T10:00:01Z"))
-		_, out := Step(now, received(t, p, "2026-01-01T10:00:01.600Z"), State{}, cfg)
+		_, out := Step(now, received(t, p, "2026-01-01T10:00:01.600Z"), Inputs{}, State{}, cfg)
 		assert.Equal(t, []measured{{0, true}}, measuredOf(out, BecameReady, 0))
 	})
 	t.Run("a newer container start moves the start", func(t *testing.T) {
-		st, _ := Step(now, received(t, base(), "2026-01-01T10:00:01.600Z"), State{}, cfg)
+		st, _ := Step(now, received(t, base(), "2026-01-01T10:00:01.600Z"), Inputs{}, State{}, cfg)
 		newer := base()
 		newer.ContainersStarted = ts(t, "2026-01-01T10:00:02Z").Unix()
-		st, _ = Step(now, received(t, newer, "2026-01-01T10:00:02.300Z"), st, cfg)
+		st, _ = Step(now, received(t, newer, "2026-01-01T10:00:02.300Z"), Inputs{}, st, cfg)
 		newer.Conditions = append(newer.Conditions, ready)
-		_, out := Step(now, received(t, newer, "2026-01-01T10:00:03.100Z"), st, cfg)
+		_, out := Step(now, received(t, newer, "2026-01-01T10:00:03.100Z"), Inputs{}, st, cfg)
 		assert.Equal(t, []measured{{0.8, true}}, measuredOf(out, BecameReady, 0))
 	})
 	t.Run("a newer start seen only in a list is measured in seconds", func(t *testing.T) {
-		st, _ := Step(now, received(t, base(), "2026-01-01T10:00:01.600Z"), State{}, cfg)
+		st, _ := Step(now, received(t, base(), "2026-01-01T10:00:01.600Z"), Inputs{}, State{}, cfg)
 		newer := base()
 		newer.ContainersStarted = ts(t, "2026-01-01T10:00:02Z").Unix()
-		st, _ = Step(now, newer, st, cfg)
+		st, _ = Step(now, newer, Inputs{}, st, cfg)
 		newer.Conditions = append(newer.Conditions, ready)
-		_, out := Step(now, received(t, newer, "2026-01-01T10:00:03.100Z"), st, cfg)
+		_, out := Step(now, received(t, newer, "2026-01-01T10:00:03.100Z"), Inputs{}, st, cfg)
 		assert.Equal(t, []measured{{1, false}}, measuredOf(out, BecameReady, 0))
 	})
 }
@@ -150,16 +150,16 @@ func TestTerminationInMilliseconds(t *testing.T) {
 	now := ts(t, "2026-01-01T10:01:00Z")
 	running := podWith(cond(t, corev1.PodScheduled, corev1.ConditionTrue, "2026-01-01T10:00:00Z"),
 		cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T10:00:01Z"))
-	st, _ := Step(now, running, State{}, cfg)
+	st, _ := Step(now, running, Inputs{}, State{}, cfg)
 	// deletionTimestamp is the request time plus the grace period: the
 	// request's second is 10:00:30.
 	deleted := deleting(t, running, "2026-01-01T10:00:30Z", 30)
-	st, out := Step(now, received(t, deleted, "2026-01-01T10:00:30.700Z"), st, cfg)
+	st, out := Step(now, received(t, deleted, "2026-01-01T10:00:30.700Z"), Inputs{}, st, cfg)
 	assert.True(t, out.Empty())
 	assert.Equal(t, Precise(1700), st.DeletionPrecise)
 	down := deleted.DeepCopyObject().(*Pod)
 	down.Conditions[1] = cond(t, corev1.PodReadyToStartContainers, corev1.ConditionFalse, "2026-01-01T10:00:31Z")
-	st, out = Step(now, received(t, down, "2026-01-01T10:00:31.050Z"), st, cfg)
+	st, out = Step(now, received(t, down, "2026-01-01T10:00:31.050Z"), Inputs{}, st, cfg)
 	assert.Equal(t, []measured{{0.35, true}}, measuredOf(out, Terminated, 0))
 	assert.Equal(t, int32(1), st.Termination)
 }
@@ -170,7 +170,7 @@ func TestFirstSightFromAListIsInSeconds(t *testing.T) {
 	p := podWith(cond(t, corev1.PodScheduled, corev1.ConditionTrue, "2026-01-01T10:00:00Z"),
 		cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T10:00:01Z"))
 	p.CreationTimestamp = metav1.NewTime(ts(t, "2026-01-01T09:59:59Z"))
-	_, out := Step(ts(t, "2026-01-01T10:00:02Z"), p, State{}, &Config{})
+	_, out := Step(ts(t, "2026-01-01T10:00:02Z"), p, Inputs{}, State{}, &Config{})
 	require.NotEmpty(t, out.Observations)
 	for _, o := range out.Observations {
 		assert.False(t, o.Precise, "%+v", o)

@@ -1,18 +1,16 @@
 package lifecycle
 
-import (
-	"math"
-	"time"
-)
+import "math"
 
 // The image pulls of a pod come from the kubelet's Events on it, not from
 // the pod: a Pulled event per container says how long its image took
 // ("Successfully pulled image "x" in 1.2s (1.5s including waiting)") or
 // that it was already present. The events are listed again after an
 // exporter restart (they live an hour), so until a pod's pulls are done
-// the pipeline holds them in memory (Pulls) and the state holds nothing of
-// them; once every container's image is in, PullsSeen records the sum in
-// the state, once, and later events of the pod change nothing.
+// the pipeline holds them in memory (Pulls, an Inputs field) and the state
+// holds nothing of them; once every container's image is in, Step or Fold
+// records the sum in the state, once, and later events of the pod change
+// nothing.
 
 // PullResult is what one event says of a container's image.
 type PullResult uint8
@@ -97,19 +95,12 @@ func (p *Pulls) counted(containers int) map[string]PullEvent {
 // maxMs keeps a sum of milliseconds within the state's int32 (24 days).
 const maxMs = 1<<31 - 1
 
-// PullsSeen folds a pod's pulls into its state: a first failed pull counts
-// once (ImagePullFailedOnce), and once every one of its containers (and
-// init containers, together containers; 0 when the pod's spec is not
-// known) has its image, their sum is observed once (ImagesPulled) and the
-// start-up SLI may end (startup.go). pulls may be nil.
-func PullsSeen(now time.Time, prev State, pulls *Pulls, containers int, cfg *Config) (State, Outcome) {
-	next := prev
-	var out Outcome
-	c := stepper{now: now.Unix(), cfg: cfg, next: &next, out: &out}
-	c.pulls(pulls, containers)
-	return next, out
-}
-
+// pulls folds a pod's pulls into its state (Step, Fold): a first failed
+// pull counts once (ImagePullFailedOnce), and once every one of its
+// containers (and init containers, together containers; 0 when the pod's
+// spec is not known) has its image, their sum is observed once
+// (ImagesPulled) and the start-up SLI may end (startup.go). pulls may be
+// nil.
 func (c *stepper) pulls(pulls *Pulls, containers int) {
 	n := c.next
 	if pulls == nil || n.Pulls.Has(PullsDone) {

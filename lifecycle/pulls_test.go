@@ -115,7 +115,7 @@ func TestPullsAndStartup(t *testing.T) {
 				for _, e := range tc.events {
 					pulls.Add(e)
 					var out Outcome
-					st, out = PullsSeen(now, st, &pulls, int(pod.Containers), cfg)
+					st, out = Fold(now, Inputs{Pulls: &pulls}, int(pod.Containers), st, cfg)
 					outs = append(outs, out)
 				}
 			}
@@ -123,19 +123,19 @@ func TestPullsAndStartup(t *testing.T) {
 				events()
 			}
 			var out Outcome
-			st, out = Step(now, pod, st, cfg)
+			st, out = Step(now, pod, Inputs{}, st, cfg)
 			outs = append(outs, out)
-			st, out = PullsSeen(now, st, &pulls, int(pod.Containers), cfg)
+			st, out = Fold(now, Inputs{Pulls: &pulls}, int(pod.Containers), st, cfg)
 			outs = append(outs, out)
 			if !tc.eventsFirst {
 				events()
 			}
 			// The same update again, and the events again (a relist after
 			// a restart): nothing new.
-			st2, again := Step(now, pod, st, cfg)
+			st2, again := Step(now, pod, Inputs{}, st, cfg)
 			assert.Equal(t, st, st2)
 			assert.True(t, again.Empty())
-			st2, again = PullsSeen(now, st, &pulls, int(pod.Containers), cfg)
+			st2, again = Fold(now, Inputs{Pulls: &pulls}, int(pod.Containers), st, cfg)
 			assert.Equal(t, st, st2)
 			assert.True(t, again.Empty())
 
@@ -188,11 +188,11 @@ func TestStartupTakesOffTheInitPhase(t *testing.T) {
 		var out, more Outcome
 		if pullsFirst {
 			// The init containers' pulls wait in the state for the end.
-			st, out = PullsSeen(now, st, &pulls, 2, cfg)
-			st, more = Step(now, pod, st, cfg)
+			st, out = Fold(now, Inputs{Pulls: &pulls}, 2, st, cfg)
+			st, more = Step(now, pod, Inputs{}, st, cfg)
 		} else {
-			st, out = Step(now, pod, st, cfg)
-			st, more = PullsSeen(now, st, &pulls, 2, cfg)
+			st, out = Step(now, pod, Inputs{}, st, cfg)
+			st, more = Fold(now, Inputs{Pulls: &pulls}, 2, st, cfg)
 		}
 		out.Observations = append(out.Observations, more.Observations...)
 		pull := observed(out, ImagesPulled)
@@ -220,9 +220,9 @@ func TestStartupOfAPodSeenLateIsSkipped(t *testing.T) {
 	var pulls Pulls
 	pulls.Add(pulled("a", 100))
 	now := ts(t, "2026-01-01T03:00:00Z")
-	st, out := Step(now, pod, State{}, cfg)
+	st, out := Step(now, pod, Inputs{}, State{}, cfg)
 	assert.Equal(t, []Skip{{PodStartup, TooOld}}, filterSkips(out.Skips, PodStartup))
-	st, out = PullsSeen(now, st, &pulls, 1, cfg)
+	st, out = Fold(now, Inputs{Pulls: &pulls}, 1, st, cfg)
 	assert.Empty(t, observed(out, ImagesPulled))
 	assert.Equal(t, []Skip{{ImagePull, TooOld}}, filterSkips(out.Skips, ImagePull))
 	assert.True(t, st.Pulls.Has(PullsDone))
@@ -302,7 +302,7 @@ func TestPulledImageSize(t *testing.T) {
 			var pulls Pulls
 			for i, e := range tc.events {
 				pulls.Add(e)
-				st, _ = PullsSeen(time.Unix(100, 0), st, &pulls, 3, &Config{})
+				st, _ = Fold(time.Unix(100, 0), Inputs{Pulls: &pulls}, 3, st, &Config{})
 				if done := st.Pulls.Has(PullsDone); done != (i == len(tc.events)-1) {
 					t.Fatalf("after %d events: done %v", i+1, done)
 				}

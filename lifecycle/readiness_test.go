@@ -44,7 +44,7 @@ func runStartup(t *testing.T, cfg *Config, at []string, pods []*Pod) startupRun 
 	var st State
 	got := startupRun{phases: map[string]float64{}}
 	for i, p := range pods {
-		next, out := Step(ts(t, at[i]), p, st, cfg)
+		next, out := Step(ts(t, at[i]), p, Inputs{}, st, cfg)
 		for _, o := range out.Observations {
 			switch o.Kind {
 			case BecameReady:
@@ -330,9 +330,9 @@ func TestTimeoutsAndUserErrors(t *testing.T) {
 				case e.userError:
 					st = MarkUserError(st)
 				case e.sweep:
-					st, out = Timeout(ts(t, e.at), st, cfg)
+					st, out = Timeout(ts(t, e.at), Inputs{}, st, cfg)
 				default:
-					st, out = Step(ts(t, e.at), e.pod, st, cfg)
+					st, out = Step(ts(t, e.at), e.pod, Inputs{}, st, cfg)
 				}
 				for _, o := range out.Observations {
 					switch o.Kind {

@@ -40,7 +40,7 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 	t.Run("ready again after a crash", func(t *testing.T) {
 		// First sandbox ready at 2 s, containers from 3 s, re-created at
 		// 154 s: 154 s is no creation, and no timeout either.
-		next, out := Step(now, pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second), State{}, cfg)
+		next, out := Step(now, pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second), Inputs{}, State{}, cfg)
 		assert.Equal(t, []Observation{scheduling}, out.Observations, "no creation, no timeout, no re-creation counted")
 		assert.Equal(t, []Skip{recreated}, sandboxSkips(out.Skips))
 		assert.True(t, next.SeenRecreated)
@@ -49,23 +49,23 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 		assert.Equal(t, unixAt(154*time.Second), next.LastSandboxReady)
 
 		// The next crash is a re-creation podslo sees: counted once.
-		again, out := Step(now.Add(time.Minute), pod(corev1.ConditionTrue, 200*time.Second, 3*time.Second), next, cfg)
+		again, out := Step(now.Add(time.Minute), pod(corev1.ConditionTrue, 200*time.Second, 3*time.Second), Inputs{}, next, cfg)
 		assert.Equal(t, []Observation{{Kind: SandboxRecreated}}, out.Observations)
 		assert.Equal(t, uint32(1), again.Recreations)
 		// And the periodic check never finds it pending.
-		_, out = Timeout(now.Add(time.Hour), again, cfg)
+		_, out = Timeout(now.Add(time.Hour), Inputs{}, again, cfg)
 		assert.True(t, out.Empty())
 	})
 
 	t.Run("seen while the sandbox is being re-created", func(t *testing.T) {
-		next, out := Step(now, pod(corev1.ConditionFalse, 150*time.Second, 3*time.Second), State{}, cfg)
+		next, out := Step(now, pod(corev1.ConditionFalse, 150*time.Second, 3*time.Second), Inputs{}, State{}, cfg)
 		assert.Equal(t, []Observation{scheduling}, out.Observations)
 		assert.Equal(t, []Skip{recreated}, sandboxSkips(out.Skips))
 		assert.Equal(t, unixAt(3*time.Second), next.FirstSandboxReady, "ready at the latest when a container started")
-		_, out = Timeout(scheduled.Add(10*time.Minute), next, cfg)
+		_, out = Timeout(scheduled.Add(10*time.Minute), Inputs{}, next, cfg)
 		assert.True(t, out.Empty(), "not pending, so no false timeout")
 		// It comes back: a re-creation.
-		back, out := Step(now, pod(corev1.ConditionTrue, 151*time.Second, 3*time.Second), next, cfg)
+		back, out := Step(now, pod(corev1.ConditionTrue, 151*time.Second, 3*time.Second), Inputs{}, next, cfg)
 		assert.Equal(t, []Observation{{Kind: SandboxRecreated}}, out.Observations)
 		assert.Equal(t, uint32(1), back.Recreations)
 	})
@@ -74,7 +74,7 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 		p := pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second)
 		p.ContainersStarted = unixAt(155 * time.Second)
 		p.Conditions = append(p.Conditions, Condition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: unixAt(155 * time.Second)})
-		_, out := Step(now, p, State{}, cfg)
+		_, out := Step(now, p, Inputs{}, State{}, cfg)
 		assert.Equal(t, []Observation{scheduling}, out.Observations, "the readiness after a re-creation is not the first readiness")
 		assert.Contains(t, out.Skips, Skip{Readiness, RecreatedBeforeSeen})
 		assert.Contains(t, out.Skips, Skip{StartupPhase, RecreatedBeforeSeen})
@@ -88,7 +88,7 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 		p := pod(corev1.ConditionTrue, 37*time.Second, 3*time.Second)
 		p.ContainersStarted = unixAt(37 * time.Second)
 		p.Conditions = append(p.Conditions, Condition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: unixAt(35 * time.Second)})
-		_, out := Step(now, p, State{}, cfg)
+		_, out := Step(now, p, Inputs{}, State{}, cfg)
 		assert.Equal(t, []Observation{scheduling}, out.Observations)
 		assert.Contains(t, out.Skips, Skip{Readiness, RecreatedBeforeSeen})
 		assert.NotContains(t, out.Skips, Skip{Readiness, NegativeDuration})
@@ -98,19 +98,19 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 	t.Run("containers that started with the first sandbox are no evidence", func(t *testing.T) {
 		// Same second as the readiness: second precision cannot order
 		// them, and a first start always looks like this.
-		_, out := Step(now, pod(corev1.ConditionTrue, 2*time.Second, 2*time.Second), State{}, cfg)
+		_, out := Step(now, pod(corev1.ConditionTrue, 2*time.Second, 2*time.Second), Inputs{}, State{}, cfg)
 		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 2})
 		assert.Empty(t, sandboxSkips(out.Skips))
 	})
 
 	t.Run("no container yet: a first creation as before", func(t *testing.T) {
-		_, out := Step(now, pod(corev1.ConditionTrue, 2*time.Second, -1), State{}, cfg)
+		_, out := Step(now, pod(corev1.ConditionTrue, 2*time.Second, -1), Inputs{}, State{}, cfg)
 		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 2})
 	})
 
 	t.Run("a sandbox podslo saw ready first is unaffected", func(t *testing.T) {
-		first, _ := Step(now, pod(corev1.ConditionTrue, 2*time.Second, -1), State{}, cfg)
-		next, out := Step(now, pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second), first, cfg)
+		first, _ := Step(now, pod(corev1.ConditionTrue, 2*time.Second, -1), Inputs{}, State{}, cfg)
+		next, out := Step(now, pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second), Inputs{}, first, cfg)
 		assert.Equal(t, []Observation{{Kind: SandboxRecreated}}, out.Observations)
 		assert.False(t, next.SeenRecreated)
 		assert.Equal(t, int32(2), next.SandboxCreation)

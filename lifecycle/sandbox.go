@@ -168,8 +168,10 @@ func (c *stepper) exclude() {
 // user error, as an exclusion. A pod that times out and later becomes ready
 // is still observed in the creation histogram. A pod no check caught
 // pending past its timeout is counted when its first sandbox readiness or
-// its deletion request shows it (firstCreation, termination).
-func Timeout(now time.Time, prev State, cfg *Config) (State, Outcome) {
+// its deletion request shows it (firstCreation, termination). Of the
+// inputs, only the user error counts here; the pulls wait for Step or Fold.
+func Timeout(now time.Time, in Inputs, prev State, cfg *Config) (State, Outcome) {
+	prev = in.onto(prev)
 	next := prev
 	var out Outcome
 	if prev.Scheduled == 0 || prev.FirstSandboxReady != 0 || prev.TimedOut || prev.DeletionRequested != 0 {

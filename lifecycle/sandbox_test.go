@@ -81,7 +81,7 @@ func run(t *testing.T, cfg *Config, snaps []snapshot) want {
 		got   want
 	)
 	for _, s := range snaps {
-		next, out := Step(ts(t, s.at), s.pod, state, cfg)
+		next, out := Step(ts(t, s.at), s.pod, Inputs{}, state, cfg)
 		for _, o := range out.Observations {
 			switch o.Kind {
 			case SandboxCreated:
@@ -354,7 +354,7 @@ func TestStepEdgeCases(t *testing.T) {
 func TestStepDoesNotModifyPod(t *testing.T) {
 	pod := podWith(cond(t, ready, T, "2024-05-01T10:00:05Z"), cond(t, scheduled, T, "2024-05-01T10:00:00Z"))
 	before := pod.DeepCopyObject()
-	Step(ts(t, "2024-05-01T10:00:06Z"), pod, State{}, &Config{})
+	Step(ts(t, "2024-05-01T10:00:06Z"), pod, Inputs{}, State{}, &Config{})
 	assert.Equal(t, before, pod)
 }
 

@@ -90,7 +90,7 @@ func TestStability(t *testing.T) {
 			for i, conds := range tt.pods {
 				p := podWith(conds...)
 				p.ContainersStarted = ts(t, "2024-05-01T10:00:03Z").Unix()
-				next, out := Step(ts(t, tt.at[i]), p, st, &Config{})
+				next, out := Step(ts(t, tt.at[i]), p, Inputs{}, st, &Config{})
 				for _, o := range out.Observations {
 					switch o.Kind {
 					case Stabilized:

@@ -164,11 +164,34 @@ func (o Outcome) Empty() bool { return len(o.Observations) == 0 && len(o.Skips) 
 
 func (o *Outcome) observe(obs Observation) { o.Observations = append(o.Observations, obs) }
 
-// Step derives the next State of a pod from its current object. It is pure:
-// the same now, pod and prev always give the same result, and pod is not
-// modified. When the returned State equals prev, nothing needs to be stored.
-func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
-	next := prev
+// Inputs are what a pod's events, not its object, tell of it. The pipeline
+// holds them in memory until a write records them, and hands them to
+// lifecycle with each update of the pod (Step), alone when an event comes
+// between two updates (Fold), or to the timeout check (Timeout). A new
+// event-fed input is one more field here, read by the step it feeds.
+type Inputs struct {
+	// UserError: a FailedMount event blamed a missing Secret or ConfigMap
+	// (MarkUserError). It decides between a timeout and an exclusion, so
+	// every entry point applies it first.
+	UserError bool
+	// Pulls are the pod's image events (pulls.go); nil when none are held.
+	Pulls *Pulls
+}
+
+// onto is prev with the inputs that are marks on the state.
+func (in *Inputs) onto(prev State) State {
+	if in.UserError && !prev.UserError {
+		return MarkUserError(prev)
+	}
+	return prev
+}
+
+// Step derives the next State of a pod from its current object and the
+// inputs its events brought. It is pure: the same now, pod, in and prev
+// always give the same result, and neither pod nor in is modified. When
+// the returned State equals prev, nothing needs to be stored.
+func Step(now time.Time, pod *Pod, in Inputs, prev State, cfg *Config) (State, Outcome) {
+	next := in.onto(prev)
 	var out Outcome
 	c := stepper{now: now.Unix(), pod: pod, cfg: cfg, next: &next, out: &out}
 	c.scheduling()
@@ -185,6 +208,19 @@ func Step(now time.Time, pod *Pod, prev State, cfg *Config) (State, Outcome) {
 	c.stability()
 	c.startup()
 	c.termination()
+	c.pulls(in.Pulls, int(pod.Containers)+int(pod.InitContainers))
+	return next, out
+}
+
+// Fold is Step for inputs that come between two updates of a pod (an image
+// event for a pod already seen): it records them into prev, the pod having
+// containers containers and init containers (0 when its spec is not known:
+// then its pulls cannot complete).
+func Fold(now time.Time, in Inputs, containers int, prev State, cfg *Config) (State, Outcome) {
+	next := in.onto(prev)
+	var out Outcome
+	c := stepper{now: now.Unix(), cfg: cfg, next: &next, out: &out}
+	c.pulls(in.Pulls, containers)
 	return next, out
 }
 

@@ -54,7 +54,7 @@ func runTermination(t *testing.T, snaps []snapshot, vanish bool) terminationRun 
 		}
 	}
 	for _, s := range snaps {
-		next, out := Step(ts(t, s.at), s.pod, st, cfg)
+		next, out := Step(ts(t, s.at), s.pod, Inputs{}, st, cfg)
 		collect(out)
 		st = next
 	}
@@ -209,8 +209,8 @@ func TestTermination(t *testing.T) {
 
 func TestTerminationRequestTimeIsPersisted(t *testing.T) {
 	running := podWith(cond(t, hasNetwork, T, "2022-12-06T12:33:48Z"), cond(t, scheduled, T, "2022-12-06T12:33:46Z"))
-	st, _ := Step(ts(t, "2022-12-06T15:33:47Z"), deleting(t, running, "2022-12-06T15:33:47Z", 30), State{FirstSandboxReady: 1, LastSandboxReady: 1}, &Config{})
+	st, _ := Step(ts(t, "2022-12-06T15:33:47Z"), deleting(t, running, "2022-12-06T15:33:47Z", 30), Inputs{}, State{FirstSandboxReady: 1, LastSandboxReady: 1}, &Config{})
 	assert.Equal(t, ts(t, "2022-12-06T15:33:47Z").Unix(), st.DeletionRequested)
-	again, _ := Step(ts(t, "2022-12-06T15:33:57Z"), deleting(t, running, "2022-12-06T15:33:57Z", 1), st, &Config{})
+	again, _ := Step(ts(t, "2022-12-06T15:33:57Z"), deleting(t, running, "2022-12-06T15:33:57Z", 1), Inputs{}, st, &Config{})
 	assert.Equal(t, st.DeletionRequested, again.DeletionRequested)
 }

@@ -96,7 +96,6 @@ func (r *routing) meta(pod *lifecycle.Pod) *store.PodMeta {
 		Node:         pod.NodeName,
 		RuntimeClass: pod.RuntimeClass,
 		StorageClass: pod.StorageClass,
-		Containers:   int(pod.Containers) + int(pod.InitContainers),
 	}
 	if len(r.podLabels) > 0 {
 		m.PodLabels = make([]string, len(r.podLabels))

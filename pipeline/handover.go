@@ -134,18 +134,18 @@ func (h *handover) adopts(pod *lifecycle.Pod) bool {
 
 // adopt is the first step of a pod that moved in: what happened before
 // since is too old, and not counted as skipped either.
-func (h *handover) adopt(now time.Time, pod *lifecycle.Pod, prev lifecycle.State, cfg *lifecycle.Config) (lifecycle.State, lifecycle.Outcome) {
+func (h *handover) adopt(now time.Time, pod *lifecycle.Pod, in lifecycle.Inputs, prev lifecycle.State, cfg *lifecycle.Config) (lifecycle.State, lifecycle.Outcome) {
 	maxAge := cfg.WithDefaults().MaxObservationAge
 	cut := now.Sub(h.since)
 	if cut >= maxAge {
 		// Long enough after the change that the usual rule already leaves
 		// out everything before it.
-		return lifecycle.Step(now, pod, prev, cfg)
+		return lifecycle.Step(now, pod, in, prev, cfg)
 	}
 	c := *cfg
 	// Positive, since zero means the default.
 	c.MaxObservationAge = max(cut, time.Nanosecond)
-	next, out := lifecycle.Step(now, pod, prev, &c)
+	next, out := lifecycle.Step(now, pod, in, prev, &c)
 	out.Skips = slices.DeleteFunc(out.Skips, func(s lifecycle.Skip) bool { return s.Reason == lifecycle.TooOld })
 	return next, out
 }

@@ -79,8 +79,9 @@ func (o *Options) Validate() error {
 // Its duties live in one file each: handling a pod and its deletion (this
 // file), turning an outcome into a store change (change.go), the sweep of
 // orphaned state (sweep.go) and the handover between scopes (handover.go),
-// the creation-timeout check (timeouts.go), FailedMount marks
-// (usererrors.go), image pull events waiting for their pod (pulls.go), and the retries of failed writes (retry.go).
+// the creation-timeout check (timeouts.go), the inputs its events bring,
+// held until written (held.go), and the retries of failed writes
+// (retry.go).
 type Pipeline struct {
 	store    Store
 	opts     Options
@@ -90,40 +91,34 @@ type Pipeline struct {
 	// routing builds each store change.
 	routing routing
 
-	// mu serializes every read-modify-write of a pod's state: the watch
-	// handlers and the periodic loops run on their own goroutines.
+	// mu serializes every read-modify-write of a pod's record, from the
+	// watch handlers and the periodic loops alike, and guards every field
+	// below. The exported methods and sweep take it; every other
+	// unexported method runs with it held (docs/architecture.md, "The
+	// pipeline's lock").
 	mu sync.Mutex
 	// failed holds, by UID, what could not be written for each pod, for
-	// RetryFailed; guarded by mu. No cache holds pods, so this is the only
-	// copy left to retry from.
+	// RetryFailed. No cache holds pods, so this is the only copy left to
+	// retry from.
 	failed map[types.UID]retry
+	// held are the inputs of pods that their events brought and no write
+	// recorded yet, and the containers that a pod's pulls wait for.
+	held held
 	// live lists the UIDs of the pods that exist, from the watch; nil until
-	// Synced. Guarded by mu.
+	// Synced.
 	live func() map[types.UID]struct{}
 	// current reports whether the pod watch is current; nil until Synced.
-	// Guarded by mu, as is timeoutsHeld: the last check found it not
-	// current.
+	// timeoutsHeld: the last check found it not current.
 	current      func() bool
 	timeoutsHeld bool
 	// suspects are the UIDs in the store that the last sweep found no pod
-	// for; guarded by mu.
+	// for.
 	suspects map[types.UID]struct{}
-	// pendingUserErrors holds the FailedMount marks that are not in the
-	// store yet; guarded by mu. For a UID the store has no record of, the
-	// mark waits for the pod until the entry expires: writing it would
-	// resurrect a deleted pod. For a known pod whose mark failed to write (a
-	// full disk), it stays until a write carries it: the event is not
-	// delivered again, and without the mark the pod's timeout would count
-	// as the platform's.
-	pendingUserErrors map[types.UID]time.Time
-	// pulls holds, by UID, the image events of pods whose pulls are not
-	// recorded yet (pulls.go); guarded by mu.
-	pulls map[types.UID]*pendingPulls
 	// handover is set when the state was written under another scope, or
-	// under an unknown one; guarded by mu.
+	// under an unknown one.
 	handover *handover
 	// persistScope: Options.Scope is still to be written to the store,
-	// once the first sweep has handed over what moved out; guarded by mu.
+	// once the first sweep has handed over what moved out.
 	persistScope bool
 }
 
@@ -150,8 +145,7 @@ func New(st Store, opts Options) (*Pipeline, error) {
 	}
 	p := &Pipeline{store: st, opts: opts, log: opts.Logger, syncedCh: make(chan struct{}),
 		routing: newRouting(opts.HistogramLabels, opts.PodLabels),
-		failed:  map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, pendingUserErrors: map[types.UID]time.Time{},
-		pulls: map[types.UID]*pendingPulls{}}
+		failed:  map[types.UID]retry{}, suspects: map[types.UID]struct{}{}, held: newHeld()}
 	p.handover, p.persistScope = newHandover(st, &opts.Scope, opts.Now(), p.log)
 	return p, nil
 }
@@ -253,7 +247,8 @@ func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
 	next, out := prev, lifecycle.Outcome{}
 	var meta *store.PodMeta
 	if final != nil {
-		next, out = lifecycle.Step(p.opts.Now(), final, p.withUserError(uid, prev), &p.opts.Lifecycle)
+		in, _ := p.held.of(uid)
+		next, out = lifecycle.Step(p.opts.Now(), final, in, prev, &p.opts.Lifecycle)
 		meta = p.routing.meta(final)
 	}
 	next, gone := lifecycle.Vanish(next)
@@ -263,8 +258,7 @@ func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
 	if err := p.write(change, out, meta, final); err != nil {
 		return err
 	}
-	p.userErrorWritten(uid)
-	delete(p.pulls, uid)
+	p.held.forget(uid)
 	return nil
 }
 
@@ -287,32 +281,26 @@ func (p *Pipeline) Handle(pod *lifecycle.Pod) error {
 
 func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
 	prev, known := p.store.Get(pod.UID)
-	_, userError := p.pendingUserErrors[pod.UID]
-	prev = p.withUserError(pod.UID, prev)
+	in, _ := p.held.of(pod.UID)
 	now := p.opts.Now()
 	var next lifecycle.State
 	var out lifecycle.Outcome
 	if !known && p.handover.adopts(pod) {
-		next, out = p.handover.adopt(now, pod, prev, &p.opts.Lifecycle)
+		next, out = p.handover.adopt(now, pod, in, prev, &p.opts.Lifecycle)
 		p.log.Debug("Pod moved into this exporter's scope: what happened before the change is its previous owner's", "pod", klogRef(pod), "uid", pod.UID)
 	} else {
-		next, out = lifecycle.Step(now, pod, prev, &p.opts.Lifecycle)
+		next, out = lifecycle.Step(now, pod, in, prev, &p.opts.Lifecycle)
 	}
-	next, out = p.pullsOf(pod, next, out)
 	meta := p.routing.meta(pod)
 	if err := p.write(p.routing.change(now, pod.UID, next, out, meta, pod), out, meta, pod); err != nil {
 		return err
 	}
-	if userError {
-		p.userErrorWritten(pod.UID)
-	}
-	p.pullsWritten(pod.UID, next)
+	p.held.written(pod.UID, in, next, int(pod.Containers)+int(pod.InitContainers))
 	return nil
 }
 
 // write applies c, the change that out makes, and once it is recorded logs
-// what an operator looks for in out; called with mu held. meta and pod may
-// be nil.
+// what an operator looks for in out. meta and pod may be nil.
 func (p *Pipeline) write(c store.Change, out lifecycle.Outcome, meta *store.PodMeta, pod *lifecycle.Pod) error {
 	if err := p.store.Apply(c); err != nil {
 		return err

@@ -280,10 +280,10 @@ func TestLateUserErrorEventsDoNotResurrectPods(t *testing.T) {
 	assert.Equal(t, uint64(1), c, "only the deleted pod's creation")
 
 	// The waiting mark of the deleted pod expires in a sweep.
-	p.opts.Now = func() time.Time { return time.Unix(1700000100, 0).Add(pendingUserErrorTTL + time.Second) }
+	p.opts.Now = func() time.Time { return time.Unix(1700000100, 0).Add(heldTTL + time.Second) }
 	p.live = liveSet{"early": {}}.get
 	p.Sweep()
-	assert.Empty(t, p.pendingUserErrors)
+	assert.Empty(t, heldUserErrors(p))
 	assert.Equal(t, []types.UID{"early"}, uids(st))
 }
 
@@ -474,7 +474,7 @@ func TestAFailedUserErrorMarkIsKept(t *testing.T) {
 	p.RetryFailed()
 	got, _ = st.Get("u2")
 	assert.True(t, got.UserError && !got.TimedOut, "%+v", got)
-	assert.Empty(t, p.pendingUserErrors)
+	assert.Empty(t, heldUserErrors(p))
 
 	// u1's mark fails, and the check past the timeout sees it all the
 	// same: both pods are excluded, neither is a timeout.
@@ -485,21 +485,21 @@ func TestAFailedUserErrorMarkIsKept(t *testing.T) {
 	assert.Equal(t, 2.0, counter("sandbox_creations_excluded"))
 	got, _ = st.Get("u1")
 	assert.True(t, got.UserError && got.Excluded && got.TimedOut, "%+v", got)
-	assert.Empty(t, p.pendingUserErrors)
+	assert.Empty(t, heldUserErrors(p))
 
 	// A mark held for a known pod does not expire in a sweep.
 	require.NoError(t, p.Handle(stuckPod("u3")))
 	fail = 1
 	require.Error(t, p.MarkUserError("u3"))
-	p.opts.Now = func() time.Time { return time.Unix(1700000100, 0).Add(pendingUserErrorTTL + time.Second) }
+	p.opts.Now = func() time.Time { return time.Unix(1700000100, 0).Add(heldTTL + time.Second) }
 	p.live = liveSet{"u1": {}, "u2": {}, "u3": {}}.get
 	p.Sweep()
-	assert.Contains(t, p.pendingUserErrors, types.UID("u3"))
+	assert.Contains(t, heldUserErrors(p), types.UID("u3"))
 	// Nor is it lost when the pod's next update writes first.
 	require.NoError(t, p.Handle(stuckPod("u3")))
 	got, _ = st.Get("u3")
 	assert.True(t, got.UserError, "%+v", got)
-	assert.Empty(t, p.pendingUserErrors)
+	assert.Empty(t, heldUserErrors(p))
 }
 
 // A timeout names no pod in its series, so the log names it: once, when it

@@ -81,7 +81,7 @@ func TestImagePullsReachTheStoreInEitherOrder(t *testing.T) {
 			require.Len(t, got, 1)
 			assert.Equal(t, float64(1), got["none,none,false,"][0])
 			assert.InDelta(t, 9.4-1.5, got["none,none,false,"][1], 1e-9)
-			assert.Empty(t, p.pulls, "nothing held once the pulls are recorded")
+			assert.Empty(t, heldPulls(p), "nothing held once the pulls are recorded")
 		})
 	}
 }
@@ -126,9 +126,9 @@ func TestPullsOfAnUnknownPodExpire(t *testing.T) {
 	require.NoError(t, p.RecordImagePull("ghost", pulledEvent("a", 1000)))
 	p.Synced(liveSet{}.get, func() bool { return true })
 	p.Sweep()
-	assert.Len(t, p.pulls, 1, "still waiting")
+	assert.Len(t, heldPulls(p), 1, "still waiting")
 	now := p.opts.Now()
-	p.opts.Now = func() time.Time { return now.Add(pendingUserErrorTTL + time.Second) }
+	p.opts.Now = func() time.Time { return now.Add(heldTTL + time.Second) }
 	p.Sweep()
-	assert.Empty(t, p.pulls)
+	assert.Empty(t, heldPulls(p))
 }

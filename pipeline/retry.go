@@ -18,18 +18,12 @@ type retry struct {
 }
 
 // RetryFailed handles again every pod whose last state write failed and
-// that has had no update since, and writes the FailedMount marks of known
-// pods that failed to write. It runs every Options.RetryPeriod.
+// that has had no update since, and writes what known pods hold of their
+// events and failed to write. It runs every Options.RetryPeriod.
 func (p *Pipeline) RetryFailed() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	ok, failed, last := p.retryUserErrors()
-	if w, f, err := p.retryPulls(); f > 0 || w > 0 {
-		ok, failed = ok+w, failed+f
-		if err != nil {
-			last = err
-		}
-	}
+	ok, failed, last := p.retryHeld()
 	for uid, r := range p.failed {
 		var err error
 		if r.deleted {

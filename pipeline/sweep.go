@@ -33,13 +33,11 @@ func (p *Pipeline) sweep(now bool) int {
 		p.handover.firstSweepFinished(failedOut)
 	}
 	p.recordScope()
-	p.expireUserErrors()
-	p.expirePulls()
+	p.expireHeld()
 	return forgotten
 }
 
-// orphans are the records without a live pod that no retry owns; called
-// with mu held.
+// orphans are the records without a live pod that no retry owns.
 func (p *Pipeline) orphans() map[types.UID]struct{} {
 	live := p.live()
 	orphans := map[types.UID]struct{}{}
@@ -58,7 +56,7 @@ func (p *Pipeline) orphans() map[types.UID]struct{} {
 
 // forgetMovedOut forgets, uncounted, the orphans that moved out of this
 // exporter's scope, and drops them from orphans; it returns those whose
-// forget failed. Called with mu held.
+// forget failed.
 func (p *Pipeline) forgetMovedOut(orphans map[types.UID]struct{}) (failed map[types.UID]struct{}) {
 	failed = map[types.UID]struct{}{}
 	movedOut := 0
@@ -75,6 +73,7 @@ func (p *Pipeline) forgetMovedOut(orphans map[types.UID]struct{}) (failed map[ty
 			continue
 		}
 		delete(orphans, uid)
+		p.held.forget(uid)
 		p.handover.forgotten(uid)
 		movedOut++
 	}
@@ -87,7 +86,7 @@ func (p *Pipeline) forgetMovedOut(orphans map[types.UID]struct{}) (failed map[ty
 // forgetVanished counts the orphans as vanished and forgets them, and drops
 // them from orphans; skip are the moved-out ones that failed to go. Later
 // than start-up (now), only the orphans the last sweep suspected already
-// go. Called with mu held.
+// go.
 func (p *Pipeline) forgetVanished(orphans, skip map[types.UID]struct{}, now bool) (forgotten int) {
 	for uid := range orphans {
 		if _, ok := skip[uid]; ok {
@@ -111,13 +110,14 @@ func (p *Pipeline) forgetVanished(orphans, skip map[types.UID]struct{}, now bool
 			continue
 		}
 		delete(orphans, uid)
+		p.held.forget(uid)
 		forgotten++
 	}
 	return forgotten
 }
 
 // recordScope writes Options.Scope to the store once every record that
-// moved out is forgotten; called with mu held.
+// moved out is forgotten.
 func (p *Pipeline) recordScope() {
 	if !p.persistScope || p.handover.pendingOut() > 0 {
 		return

@@ -24,7 +24,8 @@ func (p *Pipeline) CheckTimeouts() {
 	now := p.opts.Now()
 	var live map[types.UID]struct{}
 	for _, d := range p.pendingPods() {
-		next, out := lifecycle.Timeout(now, p.withUserError(d.uid, d.state), &p.opts.Lifecycle)
+		in, containers := p.held.of(d.uid)
+		next, out := lifecycle.Timeout(now, in, d.state, &p.opts.Lifecycle)
 		if out.Empty() {
 			continue
 		}
@@ -45,13 +46,12 @@ func (p *Pipeline) CheckTimeouts() {
 			p.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", d.uid, "err", err)
 			continue
 		}
-		p.userErrorWritten(d.uid)
+		p.held.written(d.uid, lifecycle.Inputs{UserError: in.UserError}, next, containers)
 	}
 }
 
 // watchesCurrent reports whether the pod and event watches are current,
-// and logs when the check starts or stops holding timeouts; called with mu
-// held.
+// and logs when the check starts or stops holding timeouts.
 func (p *Pipeline) watchesCurrent() bool {
 	if p.current != nil && !p.current() {
 		if !p.timeoutsHeld {
@@ -75,8 +75,7 @@ type pendingPod struct {
 }
 
 // pendingPods are the stored pods still waiting for their first sandbox
-// and not timed out yet, except those with a write to retry; called with mu
-// held.
+// and not timed out yet, except those with a write to retry.
 func (p *Pipeline) pendingPods() []pendingPod {
 	var due []pendingPod
 	p.store.Pods(func(uid types.UID, st *lifecycle.State, m *store.PodMeta) {

@@ -137,9 +137,6 @@ type PodMeta struct {
 	// HistogramLabels holds the values of the configured extra histogram
 	// dimensions, in order.
 	HistogramLabels []string
-	// Containers counts the pod's containers and init containers, whose
-	// images a pod's pulls wait for (lifecycle.PullsSeen).
-	Containers int
 }
 
 // Sample is one change to an aggregate series.
