@@ -27,11 +27,11 @@ func BenchmarkStepNoChange(b *testing.B) {
 	pod.Containers, pod.ContainersRunning = 2, 2
 	cfg := (&Config{}).WithDefaults()
 	now := created.Add(time.Minute)
-	st, _ := Step(now, pod, State{}, &cfg)
+	st, _ := Step(now, pod, Inputs{}, State{}, &cfg)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		next, out := Step(now, pod, st, &cfg)
+		next, out := Step(now, pod, Inputs{}, st, &cfg)
 		if next != st || !out.Empty() {
 			b.Fatal("a no-change update changed the state")
 		}
