@@ -69,10 +69,14 @@ func renderedRules(t *testing.T, args ...string) (rules, alerts RuleFile) {
 // committed rule files, which the promtool tests of tests/ test.
 func TestChartDefaults(t *testing.T) {
 	objs := charttest.Template(t, chartDir)
+	// The chart's version and appVersion are VERSION (charts' TestVersionsAgree).
+	raw, err := os.ReadFile("../VERSION")
+	require.NoError(t, err)
+	version := strings.TrimSpace(string(raw))
 	for _, kind := range []string{"rules", "alerts"} {
 		obj := charttest.Find(t, objs, "PrometheusRule", "podslo-"+kind)
 		assert.Equal(t, "monitoring", obj.Metadata.Namespace)
-		assert.Equal(t, map[string]string{"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/version": "0.1.0", "helm.sh/chart": "podslo-0.1.0"}, obj.Metadata.Labels)
+		assert.Equal(t, map[string]string{"app.kubernetes.io/name": "podslo", "app.kubernetes.io/instance": "podslo", "app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/version": version, "helm.sh/chart": "podslo-" + version}, obj.Metadata.Labels)
 		raw, err := os.ReadFile("prometheus_" + kind + ".yaml")
 		require.NoError(t, err)
 		assert.Equal(t, ruleFile(t, raw), ruleFile(t, obj.Spec), kind)
