@@ -1,6 +1,8 @@
 package exporter
 
 import (
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -92,6 +94,15 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 	// issue 33 finishes it.
 	secondPod, secondLo, secondHi := endSeen(next.URL, "second")
 	stop(next)
+	// The code before issue 33 predates the state directory's format
+	// marker, and refuses a directory holding it as 0.1.0 does (that is the
+	// marker's purpose: store.TestTheFirstWriteMarksTheFormat). It was never
+	// released; the records it must read are what this test is about, so
+	// it gets them without the marker.
+	marker := filepath.Join(state, "PODSLO_STATE_FORMAT")
+	_, err := os.Stat(marker)
+	require.NoError(t, err, "this release marked the state directory")
+	require.NoError(t, os.Remove(marker))
 	prev = startProcess(t, old, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 	assert.InDelta(t, first, startups(prev.URL, 1), 1e-9, "first, as this release recorded it")
 	lastPull(secondPod)

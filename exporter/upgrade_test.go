@@ -1,7 +1,6 @@
 package exporter
 
 import (
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,41 +25,13 @@ const (
 // sliSeries scrapes url and returns the value of every series of the SLI
 // families (histogram buckets, sums and counts included), by series text.
 func sliSeries(t require.TestingT, url string) map[string]float64 {
-	fams := scrapeFamilies(t, url)
-	out := map[string]float64{}
-	for name, f := range fams {
-		if !strings.HasPrefix(name, "podslo_") || strings.HasPrefix(name, "podslo_store_") || strings.HasPrefix(name, "podslo_build") ||
-			strings.HasPrefix(name, "podslo_informer_") {
-			// The store's and the process's own metrics, which start
-			// again with each process: not what an upgrade carries over.
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			if hasLabel(m, "uid") {
-				// Per-pod series come from the informer's replay.
-				continue
-			}
-			key := name + "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.GetHistogram() != nil:
-				h := m.GetHistogram()
-				out[key+"_count"] = float64(h.GetSampleCount())
-				out[key+"_sum"] = h.GetSampleSum()
-				for _, b := range h.GetBucket() {
-					out[key+"_bucket_le_"+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)] = float64(b.GetCumulativeCount())
-				}
-			case m.GetCounter() != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[key] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
+	return testenv.SeriesValues(scrapeFamilies(t, url), func(name string, m *dto.Metric) bool {
+		// The store's and the process's own metrics start again with each
+		// process: not what an upgrade carries over. Per-pod series come
+		// from the informer's replay.
+		return strings.HasPrefix(name, "podslo_") && !strings.HasPrefix(name, "podslo_store_") && !strings.HasPrefix(name, "podslo_build") &&
+			!strings.HasPrefix(name, "podslo_informer_") && !hasLabel(m, "uid")
+	})
 }
 
 // TestUpgradeFromPreviousRelease runs the previous release's binary on a

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
@@ -217,71 +218,66 @@ type exporterPod struct {
 	uid       types.UID
 }
 
+// waitExporterPod waits until the StatefulSet's pod is one other than the
+// pod with UID replaced, runs podslo version's image and satisfies ok, and
+// returns it; it fails the test with what it waited for.
+func waitExporterPod(t *testing.T, node *realnode.Node, version string, replaced types.UID, what string, ok func(*corev1.Pod) bool) *corev1.Pod {
+	t.Helper()
+	image := "ghcr.io/podslo/podslo:" + version
+	var pod *corev1.Pod
+	if !assertEventually(t, func() bool {
+		p, err := node.Client.CoreV1().Pods(chartNamespace).Get(context.Background(), chartRelease+"-podslo-exporter-0", metav1.GetOptions{})
+		if err != nil || p.UID == replaced || p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != image || !ok(p) {
+			return false
+		}
+		pod = p
+		return true
+	}, 2*time.Minute) {
+		logChartPods(t, node)
+		t.Fatalf("no exporter pod of %s after the one with UID %q that %s", image, replaced, what)
+	}
+	return pod
+}
+
 // waitExporter waits until the StatefulSet's pod is one other than the pod
 // with UID replaced, runs podslo version's image and is Ready, and the
 // agent is Ready too; then it checks the version the exporter reports.
 func waitExporter(t *testing.T, node *realnode.Node, version string, replaced types.UID) exporterPod {
 	t.Helper()
-	ctx := context.Background()
-	c := node.Client
-	name := chartRelease + "-podslo-exporter-0"
-	image := "ghcr.io/podslo/podslo:" + version
-	var pod *corev1.Pod
-	if !assertEventually(t, func() bool {
-		p, err := c.CoreV1().Pods(chartNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || p.UID == replaced || p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != image {
-			return false
-		}
-		ds, err := c.AppsV1().DaemonSets(chartNamespace).Get(ctx, chartRelease+"-podslo-agent", metav1.GetOptions{})
+	pod := waitExporterPod(t, node, version, replaced, "is Ready, with the agent Ready", func(p *corev1.Pod) bool {
+		ds, err := node.Client.AppsV1().DaemonSets(chartNamespace).Get(context.Background(), chartRelease+"-podslo-agent", metav1.GetOptions{})
 		if err != nil || ds.Status.UpdatedNumberScheduled != 1 || ds.Status.NumberReady != 1 {
 			return false
 		}
 		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.Status.PodIP != "" {
-				pod = p
-				return true
+			if cond.Type == corev1.PodReady {
+				return cond.Status == corev1.ConditionTrue && p.Status.PodIP != ""
 			}
 		}
 		return false
-	}, 2*time.Minute) {
-		logChartPods(t, node)
-		t.Fatalf("no Ready exporter pod of %s after the one with UID %q", image, replaced)
-	}
+	})
 	url := "http://" + pod.Status.PodIP + ":8080"
 	info := scrape(t, url)["podslo_build_info"]
 	require.NotNil(t, info, "podslo_build_info")
 	require.Len(t, info.GetMetric(), 1)
-	require.Equal(t, version, label(info.GetMetric()[0], "version"), "the version the exporter of %s reports", image)
+	require.Equal(t, version, label(info.GetMetric()[0], "version"), "the version the exporter of %s reports", version)
 	return exporterPod{name: pod.Name, url: url, uid: pod.UID}
 }
 
 // waitRefused waits until the StatefulSet's pod, other than the one with
 // UID replaced, runs version's image and its exporter has exited with an
-// error at least once, and returns the end of that run's log.
+// error at least once, and returns that run's log.
 func waitRefused(t *testing.T, node *realnode.Node, version string, replaced types.UID) string {
 	t.Helper()
-	ctx := context.Background()
-	c := node.Client
-	name := chartRelease + "-podslo-exporter-0"
-	image := "ghcr.io/podslo/podslo:" + version
-	var pod *corev1.Pod
-	if !assertEventually(t, func() bool {
-		p, err := c.CoreV1().Pods(chartNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil || p.UID == replaced || p.DeletionTimestamp != nil || len(p.Spec.Containers) == 0 || p.Spec.Containers[0].Image != image {
-			return false
-		}
+	pod := waitExporterPod(t, node, version, replaced, "exited with an error", func(p *corev1.Pod) bool {
 		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == p.Spec.Containers[0].Name && cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0 {
-				pod = p
-				return true
+			if cs.Name == p.Spec.Containers[0].Name {
+				return cs.LastTerminationState.Terminated != nil && cs.LastTerminationState.Terminated.ExitCode != 0
 			}
 		}
 		return false
-	}, 2*time.Minute) {
-		logChartPods(t, node)
-		t.Fatalf("the exporter of %s never exited with an error", image)
-	}
-	logs, err := c.CoreV1().Pods(chartNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name, Previous: true}).DoRaw(ctx)
+	})
+	logs, err := node.Client.CoreV1().Pods(chartNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name, Previous: true}).DoRaw(context.Background())
 	require.NoError(t, err)
 	return string(logs)
 }
@@ -315,33 +311,9 @@ func observe(t *testing.T, s *suite, exporter exporterPod, name string, want uin
 // carries. Only the test's runc pods are in that class; the chart's own
 // pods, which an upgrade replaces, are not.
 func runcSeries(t require.TestingT, url string) map[string]float64 {
-	out := map[string]float64{}
-	for name, f := range scrape(t, url) {
-		for _, m := range f.GetMetric() {
-			if label(m, "runtime_class") != "runc" || label(m, "uid") != "" {
-				continue
-			}
-			var labels []string
-			for _, l := range m.GetLabel() {
-				labels = append(labels, l.GetName()+"="+l.GetValue())
-			}
-			key := name + "{" + strings.Join(labels, ",") + "}"
-			switch {
-			case m.GetHistogram() != nil:
-				h := m.GetHistogram()
-				out[key+"_count"] = float64(h.GetSampleCount())
-				out[key+"_sum"] = h.GetSampleSum()
-				for _, b := range h.GetBucket() {
-					out[key+"_bucket_le_"+strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)] = float64(b.GetCumulativeCount())
-				}
-			case m.GetCounter() != nil:
-				out[key] = m.GetCounter().GetValue()
-			case m.GetGauge() != nil:
-				out[key] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	return out
+	return testenv.SeriesValues(scrape(t, url), func(_ string, m *dto.Metric) bool {
+		return label(m, "runtime_class") == "runc" && label(m, "uid") == ""
+	})
 }
 
 // assertCarried checks that the exporter at url shows every series of
