@@ -49,6 +49,11 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 		eventuallyValue(t, url, "podslo_pod_watch_current", nil, 1)
 		pod = twoContainers(t, c, ns, name)
 		imageEvent(t, c, pod, "a", "Pulled", `Successfully pulled image "registry.k8s.io/pause:3.10" in 201ms (250ms including waiting). Image size: 320368 bytes.`)
+		// A kubelet starts the containers after a's 250 ms pull, and
+		// says when in whole seconds: they start in the second after the
+		// pod's creation at the earliest, or the SLI less the pull could
+		// come out negative (the exporter skips it as it should).
+		time.Sleep(time.Until(pod.CreationTimestamp.Add(time.Second + 10*time.Millisecond)))
 		before := applied(url)
 		start := time.Now()
 		bothRunning(t, c, pod)
