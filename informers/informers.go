@@ -11,11 +11,13 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -207,53 +209,57 @@ func (w *Watcher) Start(ctx context.Context) error {
 	// the class resolver reads the listers' current state. StorageClasses
 	// are cluster-scoped, and read whatever the scope: the default class
 	// resolves the claims that name none.
-	cluster := informers.NewSharedInformerFactoryWithOptions(w.client, 0, informers.WithTransform(w.trim.transform))
-	classes := cluster.Storage().V1().StorageClasses()
-	factories := []informers.SharedInformerFactory{cluster}
-	synced := []cache.InformerSynced{classes.Informer().HasSynced}
+	classes := newCachedWatch(listWatch(w.client,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return w.client.StorageV1().StorageClasses().List(ctx, o)
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return w.client.StorageV1().StorageClasses().Watch(ctx, o)
+		}), &storagev1.StorageClass{}, "storageclasses", w.trim.transform, w.counter("storageclasses"))
+	cached := []*cachedWatch{classes}
 	pvcListers := pvcsByNamespace{}
 	var eventWatches []*eventWatch
 	var pvcLister corelisters.PersistentVolumeClaimLister
 	for _, ns := range namespaces {
-		// One factory per allowed namespace (one, cluster-wide, without an
-		// allowlist): each watch is narrowed on the API server, so podslo
-		// does not receive what it would drop.
-		namespaced := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-			informers.WithNamespace(ns),
-			informers.WithTransform(w.trim.transform),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = nsSelector }))
-		factories = append(factories, namespaced)
-		pvcs := namespaced.Core().V1().PersistentVolumeClaims()
-		pvcListers[ns], pvcLister = pvcs.Lister(), pvcs.Lister()
-		if _, err := pvcs.Informer().AddEventHandler(w.counter("persistentvolumeclaims")); err != nil {
-			return fmt.Errorf("watch persistentvolumeclaims: %w", err)
+		// One watch per allowed namespace (one, cluster-wide, without an
+		// allowlist): each is narrowed on the API server, so podslo does
+		// not receive what it would drop.
+		narrow := func(o metav1.ListOptions) metav1.ListOptions {
+			o.FieldSelector = nsSelector
+			return o
 		}
-		synced = append(synced, pvcs.Informer().HasSynced)
+		pvcs := newCachedWatch(listWatch(w.client,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return w.client.CoreV1().PersistentVolumeClaims(ns).List(ctx, narrow(o))
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return w.client.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, narrow(o))
+			}), &corev1.PersistentVolumeClaim{}, "persistentvolumeclaims", w.trim.transform, w.counter("persistentvolumeclaims"))
+		cached = append(cached, pvcs)
+		pvcLister = corelisters.NewPersistentVolumeClaimLister(pvcs.indexer)
+		pvcListers[ns] = pvcLister
 		for _, sel := range eventSelectors(nsSelector) {
-			ew := w.eventController(ns, sel)
-			eventWatches = append(eventWatches, ew)
-			synced = append(synced, ew.ctrl.HasSynced)
+			eventWatches = append(eventWatches, w.eventController(ns, sel))
 		}
 	}
-	if _, err := classes.Informer().AddEventHandler(w.counter("storageclasses")); err != nil {
-		return fmt.Errorf("watch storageclasses: %w", err)
-	}
-	w.classes = classResolver{pvcs: pvcListers, classes: classes.Lister()}
-	scLister := classes.Lister()
+	scLister := storagelisters.NewStorageClassLister(classes.indexer)
+	w.classes = classResolver{pvcs: pvcListers, classes: scLister}
 	w.storageClasses.Store(&scLister)
 	if len(namespaces) == 1 && namespaces[0] == metav1.NamespaceAll {
 		w.classes.pvcs = pvcLister
 	}
 
-	for _, f := range factories {
-		f.Start(ctx.Done())
-		defer f.Shutdown()
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var synced []cache.InformerSynced
+	for _, c := range cached {
+		wg.Go(func() { c.run(ctx) })
+		synced = append(synced, c.hasSynced)
+	}
 	synced = append(synced, w.startDimensions(ctx, &wg, namespaces, nsSelector)...)
 	for _, ew := range eventWatches {
 		wg.Go(func() { ew.ctrl.RunWithContext(ctx) })
+		synced = append(synced, ew.ctrl.HasSynced)
 	}
 	// PVCs, classes, FailedMount events, and the Node, ReplicaSet and Job
 	// watches first, so that the first pass over the pods already resolves

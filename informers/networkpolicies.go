@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"unique"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -82,22 +84,26 @@ func (w *PolicyWatcher) Start(ctx context.Context) error {
 	selector := w.opts.Scope.NamespaceSelector()
 	var synced []cache.InformerSynced
 	var stores []cache.Store
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, ns := range w.opts.Scope.WatchedNamespaces() {
-		factory := informers.NewSharedInformerFactoryWithOptions(w.client, 0,
-			informers.WithNamespace(ns),
-			informers.WithTransform(trimPolicy),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
-		inf := factory.Networking().V1().NetworkPolicies().Informer()
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		narrow := func(o metav1.ListOptions) metav1.ListOptions {
+			o.FieldSelector = selector
+			return o
+		}
+		cw := newCachedWatch(listWatch(w.client,
+			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+				return w.client.NetworkingV1().NetworkPolicies(ns).List(ctx, narrow(o))
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return w.client.NetworkingV1().NetworkPolicies(ns).Watch(ctx, narrow(o))
+			}), &networkingv1.NetworkPolicy{}, policiesResource, trimPolicy, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.opts.OnEvent(policiesResource, "add"); w.deliver(obj) },
 			UpdateFunc: func(_, obj any) { w.opts.OnEvent(policiesResource, "update"); w.deliver(obj) },
 			DeleteFunc: func(obj any) { w.opts.OnEvent(policiesResource, "delete"); w.delete(obj) },
-		}); err != nil {
-			return fmt.Errorf("watch %s: %w", policiesResource, err)
-		}
-		factory.Start(ctx.Done())
-		defer factory.Shutdown()
-		synced, stores = append(synced, inf.HasSynced), append(stores, inf.GetStore())
+		})
+		wg.Go(func() { cw.run(ctx) })
+		synced, stores = append(synced, cw.hasSynced), append(stores, cw.indexer)
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 		return stopped(ctx)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -67,7 +68,10 @@ func Run(t testing.TB, what string, start func(context.Context) error) {
 		case err := <-done:
 			assert.NoError(t, err, "%s stopped with an error", what)
 		case <-time.After(30 * time.Second):
-			t.Errorf("%s did not stop within 30s of cancel", what)
+			// Where it hangs is what a fix needs, in CI above all.
+			buf := make([]byte, 1<<22)
+			buf = buf[:runtime.Stack(buf, true)]
+			t.Errorf("%s did not stop within 30s of cancel; goroutines:\n%s", what, buf)
 		}
 	})
 }
