@@ -20,7 +20,16 @@ import corev1 "k8s.io/api/core/v1"
 // shows every container of the pod running.
 func (c *stepper) startup() {
 	p, n := c.pod, c.next
+	if s := p.Condition(corev1.PodScheduled); s != nil && s.Status == corev1.ConditionFalse {
+		// The scheduler, or the API server for a gated pod, said the pod
+		// waits. A pod first seen bound cannot tell, and is measured.
+		n.Pulls |= StartupNotSchedulable
+	}
 	if n.Pulls.Has(StartupEndSeen) || n.Pulls.Has(StartupDone) || p.Containers == 0 || p.ContainersRunning < p.Containers || p.DeletionTimestamp != nil {
+		return
+	}
+	if n.Pulls.Has(StartupNotSchedulable) {
+		c.startupSkipped(NotSchedulable)
 		return
 	}
 	created := unix(p.CreationTimestamp)

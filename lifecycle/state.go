@@ -93,10 +93,15 @@ const (
 	// start-up (ErrImagePull), so the start-up holds the back-off of the
 	// pod author's image reference, not the platform's start-up.
 	ImagePullFailed Reason = 8
+	// NotSchedulable: the pod waited to be scheduled (PodScheduled=False
+	// was seen: no node fit, a scheduling gate, preemption), so its
+	// start-up holds a cluster scale-up or a gate, which sig-scalability's
+	// start-up SLI leaves out: it covers pods schedulable at once.
+	NotSchedulable Reason = 9
 
 	// numReasons is one past the last Reason; as for SLI, the values are
 	// persisted and only ever appended.
-	numReasons = ImagePullFailed + 1
+	numReasons = NotSchedulable + 1
 )
 
 func (r Reason) String() string {
@@ -119,6 +124,8 @@ func (r Reason) String() string {
 		return "recreated_before_seen"
 	case ImagePullFailed:
 		return "image_pull_failed"
+	case NotSchedulable:
+		return "not_schedulable"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -258,7 +265,7 @@ func (m PhaseSet) With(p Phase) PhaseSet { return m | 1<<p }
 
 // PullFlags are the facts of a pod's image pulls and start-up SLI. The
 // bits are persisted (store/codec.go): a new one takes the next bit, of
-// which a uint16 leaves eight.
+// which a uint16 leaves seven.
 type PullFlags uint16
 
 const (
@@ -280,10 +287,12 @@ const (
 	StartupMeasured PullFlags = 1 << 6
 	// StartupDone: the start-up SLI was observed or skipped.
 	StartupDone PullFlags = 1 << 7
+	// StartupNotSchedulable: the pod was seen waiting to be scheduled.
+	StartupNotSchedulable PullFlags = 1 << 8
 
 	// KnownPullFlags are the bits this release knows: a reader leaves out
 	// the others, which a newer release set.
-	KnownPullFlags PullFlags = 1<<8 - 1
+	KnownPullFlags PullFlags = 1<<9 - 1
 )
 
 // Has reports whether every bit of b is set.

@@ -233,7 +233,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		// waiting for it, came past the timeout (docs/metrics.md), whether
 		// or not a check caught the pod pending.
 		lateTimeout bool
-		recreations int64
+		// notSchedulable: a revision the exporter saw had PodScheduled=False.
+		notSchedulable bool
+		recreations    int64
 		// startupEnd: the newest container start of the first revision
 		// the exporter saw with the container running and no deletion
 		// requested, the end of the start-up SLI in whole seconds.
@@ -279,6 +281,11 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 			continue
 		}
 		r := &h.Revs[i]
+		// A pod seen waiting to be scheduled is left out of the start-up
+		// SLI (not_schedulable).
+		if r.Scheduled.isFalse() {
+			notSchedulable = true
+		}
 		// Scheduling: creation to PodScheduled.
 		if r.Scheduled.isTrue() && r.Scheduled.Time != 0 {
 			if scheduled == 0 {
@@ -404,7 +411,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		observeSeconds(mPull, pull, "cache", cache)
 		// The start-up SLI: creation to the containers running, less
 		// the pull; not for a pod blocked by a missing Secret.
-		if startupEnd != 0 && !userError {
+		if startupEnd != 0 && !userError && !notSchedulable {
 			v := float64(startupEnd-h.Created) - pull
 			if v < 0 {
 				skip("pod_startup", "negative_duration")
@@ -413,6 +420,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 				observeSeconds(mStartup, v, "stateful", strconv.FormatBool(len(h.Claims) > 0))
 			}
 		}
+	}
+	if notSchedulable && startupEnd != 0 {
+		skip("pod_startup", "not_schedulable")
 	}
 	gone := !h.Removed.IsZero() && !h.Removed.After(o.End)
 	if gone && !terminationDone {
