@@ -181,7 +181,7 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 		WithPanel(timeseriesPanel("Start-up phases (p90)", "90th percentile of each start-up phase, and of the whole start-up (total).", "s", half,
 			q(fmt.Sprintf("histogram_quantile(0.9, sum by (phase, le) (rate(podslo_pod_startup_phase_duration_seconds_bucket%s[$__rate_interval])))", f), "{{phase}}"))).
 		WithRow(dashboard.NewRowBuilder("Pod start-up SLI (sig-scalability)")).
-		WithPanel(timeseriesPanel("Pod start-ups", "Pods whose start-up SLI was measured, per second; stateful=true: pods with a PVC-backed volume, which the upstream SLO leaves out.", "ops", third,
+		WithPanel(timeseriesPanel("Pod start-ups", "Pods whose start-up SLI was measured, per second; stateful=true: pods with a volume other than Secret, ConfigMap, downward API, EmptyDir or projected (a PVC, hostPath, NFS...), which the upstream SLO leaves out.", "ops", third,
 			q(fmt.Sprintf("sum by (runtime_class, stateful) (rate(%s_count%s[$__rate_interval]))", startup.Latency.Histogram, f), "{{runtime_class}} stateful={{stateful}}"))).
 		WithPanel(quantiles("Pod start-up latency (stateless)", "Creation to every container running and seen by the watch, minus image pulls and the init phase (kubelet_pod_start_sli_duration_seconds, cluster-wide), over the selected classes' stateless pods.", startup.Latency.Histogram, g.filter(startup.Matchers...), third)).
 		WithPanel(withinThreshold(startup, func(m ...string) string { return g.filter(append(m, startup.Matchers...)...) }, third)).

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -132,7 +133,7 @@ func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
 			Name: "web", Namespace: "ns", UID: "u", ResourceVersion: "7", CreationTimestamp: at,
 			Labels: map[string]string{"app": "web"}, Annotations: map[string]string{"example.com/tier": "gold"},
 		},
-		NodeName: "n1", RuntimeClassName: "kata", Containers: 1,
+		NodeName: "n1", RuntimeClassName: "kata", Containers: 1, StatefulVolume: true,
 		Volumes: []lifecycle.Volume{{Claim: "data"}, {Claim: "web-scratch", Ephemeral: true, TemplateClass: ptr("local")}},
 		Conditions: []lifecycle.Condition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at.Unix()},
@@ -149,4 +150,42 @@ func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
 	same, err := w.trim.transform(tomb)
 	require.NoError(t, err)
 	assert.Equal(t, tomb, same, "tombstones pass through")
+}
+
+// TestStatefulAsTheKubeletTellsIt: a pod is stateful for the start-up SLI
+// when it has a volume other than a Secret, ConfigMap, downward API,
+// EmptyDir or projected one, as the kubelet's tracker tells (1.37,
+// pod_startup_latency_tracker.go, isStatefulPod); a PVC is not needed.
+func TestStatefulAsTheKubeletTellsIt(t *testing.T) {
+	w, err := New(fake.NewClientset(), nil, Options{})
+	require.NoError(t, err)
+	src := func(vs corev1.VolumeSource) corev1.Volume { return corev1.Volume{Name: "v", VolumeSource: vs} }
+	stateless := []corev1.Volume{
+		src(corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "s"}}),
+		src(corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}),
+		src(corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{}}),
+		src(corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}),
+		src(corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}),
+	}
+	for _, tc := range []struct {
+		name    string
+		volumes []corev1.Volume
+		want    bool
+	}{
+		{"no volume", nil, false},
+		{"secret, configMap, downwardAPI, emptyDir, projected token", stateless, false},
+		{"a PVC", []corev1.Volume{claimVol("data")}, true},
+		{"a generic ephemeral volume", []corev1.Volume{ephemeralVol("scratch", nil)}, true},
+		{"hostPath beside stateless ones", append(slices.Clone(stateless), src(corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/data"}})), true},
+		{"NFS", []corev1.Volume{src(corev1.VolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}})}, true},
+		{"CSI inline", []corev1.Volume{src(corev1.VolumeSource{CSI: &corev1.CSIVolumeSource{Driver: "secrets-store.csi.k8s.io"}})}, true},
+		{"image volume", []corev1.Volume{src(corev1.VolumeSource{Image: &corev1.ImageVolumeSource{Reference: "registry.example/data:1"}})}, true},
+	} {
+		got, err := w.trim.pod(&corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c"}}, Volumes: tc.volumes},
+		})
+		require.NoError(t, err, tc.name)
+		assert.Equal(t, tc.want, got.StatefulVolume, tc.name)
+	}
 }

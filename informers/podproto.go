@@ -390,12 +390,27 @@ func saturatingInc(n uint16) uint16 {
 	return n + 1
 }
 
+// statelessVolumeSource tells the VolumeSource fields (k8s.io/api
+// core/v1 generated.proto) of the volumes a stateless pod may have, as the
+// kubelet's start-up tracker tells them (isStatefulPod): emptyDir (2),
+// secret (6), downwardAPI (16), configMap (19) and projected (26, the
+// service account token among them). Any other makes the pod stateful.
+func statelessVolumeSource(n protowire.Number) bool {
+	switch n {
+	case 2, 6, 16, 19, 26:
+		return true
+	}
+	return false
+}
+
 // volume keeps a volume that a PVC backs, as trimmer.pod does: a
-// persistentVolumeClaim before an ephemeral volume.
+// persistentVolumeClaim before an ephemeral volume; and notes whether the
+// pod is stateful.
 func (d *podFields) volume(f field) error {
 	var (
 		name, claim       []byte // copied only if kept
 		hasClaim, isEphem bool
+		stateless         bool // a source of statelessVolumeSource
 		class             *string
 	)
 	err := eachFieldOf(f, func(f field) (err error) {
@@ -404,6 +419,7 @@ func (d *podFields) volume(f field) error {
 			name, err = f.bytes()
 		case 2: // volumeSource
 			return eachFieldOf(f, func(f field) error {
+				stateless = stateless || statelessVolumeSource(f.num)
 				switch f.num {
 				case 10: // persistentVolumeClaim
 					hasClaim = true
@@ -433,6 +449,9 @@ func (d *podFields) volume(f field) error {
 	if err != nil {
 		return err
 	}
+	// As isStatefulPod: a volume none of whose sources is a stateless one
+	// (even one with no source) makes the pod stateful.
+	d.out.StatefulVolume = d.out.StatefulVolume || !stateless
 	switch {
 	case hasClaim:
 		d.out.Volumes = append(d.out.Volumes, lifecycle.Volume{Claim: string(claim)})

@@ -338,6 +338,10 @@ func (t *trimmer) reference(p *corev1.Pod) *lifecycle.Pod {
 		out.RuntimeClassName = *rc
 	}
 	for _, v := range p.Spec.Volumes {
+		// The kubelet's isStatefulPod (1.37).
+		if v.Secret == nil && v.ConfigMap == nil && v.DownwardAPI == nil && v.EmptyDir == nil && v.Projected == nil {
+			out.StatefulVolume = true
+		}
 		switch {
 		case v.PersistentVolumeClaim != nil:
 			out.Volumes = append(out.Volumes, lifecycle.Volume{Claim: v.PersistentVolumeClaim.ClaimName})

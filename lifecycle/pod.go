@@ -37,6 +37,12 @@ type Pod struct {
 	ContainerKilled int64
 	// HasInitContainers: the pod spec has init containers.
 	HasInitContainers bool
+	// StatefulVolume: the pod has a volume other than a Secret, ConfigMap,
+	// downward API, EmptyDir or projected one (a PVC, a generic ephemeral
+	// volume, hostPath, NFS, CSI inline, an image volume...): a stateful
+	// pod in sig-scalability's start-up SLI, as the kubelet's tracker
+	// tells them (isStatefulPod).
+	StatefulVolume bool
 	// Containers and InitContainers count the pod spec's containers and
 	// init containers: each has its image pulled, or found present, once
 	// before it first starts (pulls.go). ContainersRunning counts the

@@ -57,7 +57,7 @@ func (c *stepper) startup() {
 		base -= (in.LastTransitionTime - n.FirstSandboxReady) * 1000
 		precise = false
 	}
-	if len(p.Volumes) > 0 {
+	if len(p.Volumes) > 0 || p.StatefulVolume {
 		n.Pulls |= StartupStateful
 	}
 	if precise {

@@ -56,3 +56,23 @@ func TestStartupOfAPodThatWaitedToBeScheduled(t *testing.T) {
 	assert.Len(t, observed(out, StartedUp), 1)
 	assert.Empty(t, filterSkips(out.Skips, PodStartup))
 }
+
+// TestStartupOfAStatefulPodWithoutAClaim: a hostPath pod (no PVC) is
+// stateful for the start-up SLI, as for the kubelet.
+func TestStartupOfAStatefulPodWithoutAClaim(t *testing.T) {
+	const created = "2026-01-01T00:00:00Z"
+	for _, stateful := range []bool{false, true} {
+		pod := running(t, created, "2026-01-01T00:00:03Z", 1, 0,
+			cond(t, corev1.PodScheduled, corev1.ConditionTrue, created),
+			cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T00:00:01Z"))
+		pod.StatefulVolume = stateful
+		var pulls Pulls
+		pulls.Add(pulled("a", 500))
+		_, out := Step(ts(t, "2026-01-01T00:00:04Z"), pod, Inputs{Pulls: &pulls}, State{}, &Config{})
+		s := observed(out, StartedUp)
+		if assert.Len(t, s, 1) {
+			assert.Equal(t, stateful, s[0].Stateful)
+			assert.InDelta(t, 2.5, s[0].Seconds, 1e-9)
+		}
+	}
+}

@@ -281,7 +281,7 @@ const (
 	// the pulls are taken off; StartupEndPrecise: timed by the watch.
 	StartupEndSeen    PullFlags = 1 << 3
 	StartupEndPrecise PullFlags = 1 << 4
-	// StartupStateful: the pod has a PVC-backed volume.
+	// StartupStateful: the pod is stateful (Pod.StatefulVolume, or a PVC-backed volume).
 	StartupStateful PullFlags = 1 << 5
 	// StartupMeasured: State.Startup holds the start-up SLI.
 	StartupMeasured PullFlags = 1 << 6
