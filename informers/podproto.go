@@ -544,6 +544,10 @@ func (d *podFields) containerStatus(f field, init bool) error {
 				}
 				return nil
 			})
+		case 5: // restartCount
+			v, err := f.varint()
+			c.restarted = v != 0
+			return err
 		case 3: // lastState, terminated (3)
 			return eachFieldOf(f, nested(3, func(f field) error {
 				if f.num == 5 {

@@ -384,6 +384,9 @@ func (t *trimmer) reference(p *corev1.Pod) *lifecycle.Pod {
 			if last := cs.LastTerminationState.Terminated; last != nil {
 				earliest(last.StartedAt)
 			}
+			if cs.RestartCount != 0 {
+				out.ContainersRestarted = true
+			}
 		}
 	}
 	n := 0

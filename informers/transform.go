@@ -134,6 +134,7 @@ type containerTimes struct {
 	finished          int64 // state.terminated.finishedAt
 	exitCode          int32 // state.terminated.exitCode
 	oomKilled         bool  // state.terminated.reason is OOMKilled
+	restarted         bool  // restartCount > 0
 }
 
 // sigkillExit is the exit code of a process killed by SIGKILL (128 + 9),
@@ -152,6 +153,7 @@ func (c containerTimes) into(p *lifecycle.Pod, init bool) {
 			p.FirstContainerStart = t
 		}
 	}
+	p.ContainersRestarted = p.ContainersRestarted || c.restarted
 	if !init && c.exitCode == sigkillExit && !c.oomKilled && c.finished > p.ContainerKilled {
 		p.ContainerKilled = c.finished
 	}

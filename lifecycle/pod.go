@@ -43,6 +43,10 @@ type Pod struct {
 	// pod in sig-scalability's start-up SLI, as the kubelet's tracker
 	// tells them (isStatefulPod).
 	StatefulVolume bool
+	// ContainersRestarted: a container or init container shows a
+	// restartCount above 0. A lost sandbox's re-creation restarts every
+	// container (sandbox.go).
+	ContainersRestarted bool
 	// Containers and InitContainers count the pod spec's containers and
 	// init containers: each has its image pulled, or found present, once
 	// before it first starts (pulls.go). ContainersRunning counts the

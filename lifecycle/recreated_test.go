@@ -103,6 +103,30 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 		assert.Empty(t, sandboxSkips(out.Skips))
 	})
 
+	t.Run("a kubelet before 1.36 writes its first readiness after the containers' start", func(t *testing.T) {
+		// 1.34 on the real node (make test-versions): the containers
+		// start at 2 s, the condition says ready from 4 s, no restart.
+		_, out := Step(now, pod(corev1.ConditionTrue, 4*time.Second, 2*time.Second), Inputs{}, State{}, cfg)
+		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 4})
+		assert.Empty(t, sandboxSkips(out.Skips))
+		// Seen in the update before it, where the condition still says
+		// False: not a lost sandbox either.
+		next, out := Step(now, pod(corev1.ConditionFalse, 1*time.Second, 2*time.Second), Inputs{}, State{}, cfg)
+		assert.Empty(t, sandboxSkips(out.Skips))
+		_, out = Step(now, pod(corev1.ConditionTrue, 4*time.Second, 2*time.Second), Inputs{}, next, cfg)
+		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 4})
+	})
+
+	t.Run("a restart is evidence however soon the re-creation came", func(t *testing.T) {
+		// Containers from 3 s, sandbox lost and ready again at 6 s, the
+		// containers restarted in it.
+		p := pod(corev1.ConditionTrue, 6*time.Second, 3*time.Second)
+		p.ContainersRestarted = true
+		_, out := Step(now, p, Inputs{}, State{}, cfg)
+		assert.Equal(t, []Skip{recreated}, sandboxSkips(out.Skips))
+		assert.NotContains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 6})
+	})
+
 	t.Run("no container yet: a first creation as before", func(t *testing.T) {
 		_, out := Step(now, pod(corev1.ConditionTrue, 2*time.Second, -1), Inputs{}, State{}, cfg)
 		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 2})

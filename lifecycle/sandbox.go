@@ -25,7 +25,7 @@ func (c *stepper) sandbox() {
 		return
 	}
 	if first := c.pod.FirstContainerStart; c.next.FirstSandboxReady == 0 && first != 0 && c.pod.DeletionTimestamp == nil &&
-		(sandbox.Status != corev1.ConditionTrue || first < sandbox.LastTransitionTime) {
+		(sandbox.Status != corev1.ConditionTrue || first < sandbox.LastTransitionTime) && c.lostBefore(sandbox, first) {
 		// A container ran before the sandbox's current readiness, or
 		// while no sandbox is ready: containers start only in a ready
 		// sandbox, so the first one was ready by then and is gone. What
@@ -58,6 +58,25 @@ func (c *stepper) sandbox() {
 		c.next.Recreations++
 		c.out.observe(Observation{Kind: SandboxRecreated})
 	}
+}
+
+// kubeletConditionLag bounds how long after the containers' start a
+// kubelet before 1.36 writes the first PodReadyToStartContainers=True: it
+// computes the pod's status at the start of a sync, from the runtime's
+// state before the sync, so the sandbox that the previous sync created and
+// started the containers in shows up one sync later, with that sync's time
+// (docs/compatibility.md; on the real node with 1.34, 1 to 2 s).
+const kubeletConditionLag = 10
+
+// lostBefore reports whether a container start before the sandbox's
+// current readiness (or while none is ready) proves that an earlier
+// sandbox was lost. A 1.36 or newer kubelet writes the condition before it
+// starts a container, but an older one after: its first readiness comes
+// up to a sync after the containers' start, which alone is no proof. A lost
+// sandbox's re-creation restarts every container (restartCount); without a
+// restart, only a start more than kubeletConditionLag earlier is proof.
+func (c *stepper) lostBefore(sandbox *Condition, first int64) bool {
+	return c.pod.ContainersRestarted || (sandbox.LastTransitionTime != 0 && first < sandbox.LastTransitionTime-kubeletConditionLag)
 }
 
 // recreatedBeforeSeen consumes the first creation of a pod whose first
