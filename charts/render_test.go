@@ -385,18 +385,18 @@ func TestRefused(t *testing.T) {
 	}
 }
 
-// TestKubernetesVersions: the agent's node restriction needs 1.32; the
-// exporter alone installs on 1.30.
+// TestKubernetesVersions: the chart installs on the minors the version
+// matrix ran (docs/compatibility.md), the agent with its node restriction
+// on each, and refuses the others.
 func TestKubernetesVersions(t *testing.T) {
-	_, err := Template(helm(t), "podslo", "monitoring", "--kube-version", "1.30.0")
-	assert.NoError(t, err, "the exporter alone")
-	objs := defaults.render(t, "--kube-version", "1.32.0", "--set", "agent.enabled=true")
-	objs.get(t, "ValidatingAdmissionPolicy", "podslo-agent-node-restriction")
-	objs = defaults.render(t, "--kube-version", "1.31.4", "--set", "agent.enabled=true,agent.nodeRestriction.enabled=false")
-	objs.get(t, "DaemonSet", "podslo-agent")
-	assert.NotContains(t, objs.names(), "ValidatingAdmissionPolicy/podslo-agent-node-restriction")
-	_, err = Template(helm(t), "podslo", "monitoring", "--kube-version", "1.29.9")
-	assert.ErrorContains(t, err, "chart requires kubeVersion: >=1.30.0-0 which is incompatible with Kubernetes v1.29.9")
+	for _, v := range []string{"1.34.0", "1.35.4", "1.36.3", "1.37.2"} {
+		objs := defaults.render(t, "--kube-version", v, "--set", "agent.enabled=true")
+		objs.get(t, "ValidatingAdmissionPolicy", "podslo-agent-node-restriction")
+	}
+	for _, v := range []string{"1.33.13", "1.38.0"} {
+		_, err := Template(helm(t), "podslo", "monitoring", "--kube-version", v)
+		assert.ErrorContains(t, err, "chart requires kubeVersion: >=1.34.0-0 <1.38.0-0 which is incompatible with Kubernetes v"+v)
+	}
 }
 
 // TestDeployIsGenerated: deploy/ is what `make manifests` writes from the

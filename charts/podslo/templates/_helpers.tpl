@@ -233,9 +233,6 @@ broken or silently open.
 {{- if and (not $np.enabled) $np.targetPods -}}
 {{- fail "exporter.networkPolicies.targetPods: true, but exporter.networkPolicies.enabled is false, so there are no policies to count pods for" -}}
 {{- end -}}
-{{- if and .Values.agent.enabled .Values.agent.nodeRestriction.enabled (semverCompare "<1.32.0-0" .Capabilities.KubeVersion.Version) -}}
-{{- fail (printf "agent.nodeRestriction: Kubernetes %s is older than 1.32, whose pod-bound service account tokens name their node; without that the admission policy cannot keep each agent to its own node's pods. Upgrade the cluster, or set agent.nodeRestriction.enabled=false and accept that every agent may write the status of every pod." .Capabilities.KubeVersion.Version) -}}
-{{- end -}}
 {{- end -}}
 
 {{/* Who scrapes, as a NetworkPolicy peer. */}}
