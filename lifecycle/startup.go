@@ -41,14 +41,10 @@ func (c *stepper) startup() {
 		return
 	}
 	end, precise := p.ContainersStarted*1000, false
-	if c.precise(p.ContainersStarted) != 0 {
-		// Seen by a current watch within the newest start's second (give
-		// or take the tolerance), as for the condition SLIs (precise.go):
-		// this update is the first to show every container running, and
-		// its receive time is when a watch saw it. A later receive time
-		// holds podslo's own lag (a backlog, a retried write), not the
-		// platform's: the whole-second start is the end then.
-		end, precise = p.Received, true
+	if r := p.Received; r != 0 && r >= end-c.cfg.watchTolerance().Milliseconds() {
+		// Seen by a current watch: this update is the first to show every
+		// container running, and its receive time is when a watch saw it.
+		end, precise = r, true
 	}
 	base := end - created*1000
 	if p.HasInitContainers {

@@ -76,33 +76,3 @@ func TestStartupOfAStatefulPodWithoutAClaim(t *testing.T) {
 		}
 	}
 }
-
-// TestStartupEndLateInTheWatch: an update received within the newest
-// container start's second (and the tolerance) ends the start-up to the
-// millisecond; one received later holds podslo's own lag, and the
-// start's whole second ends it instead.
-func TestStartupEndLateInTheWatch(t *testing.T) {
-	const created = "2026-01-01T00:00:00Z"
-	for _, tc := range []struct {
-		received    string
-		want        float64
-		wantPrecise bool
-	}{
-		{"2026-01-01T00:00:03.400Z", 2.9, true},
-		{"2026-01-01T00:00:04.200Z", 3.7, true}, // within the 250 ms tolerance
-		{"2026-01-01T00:00:05.600Z", 2.5, false},
-	} {
-		pod := running(t, created, "2026-01-01T00:00:03Z", 1, 0,
-			cond(t, corev1.PodScheduled, corev1.ConditionTrue, created),
-			cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T00:00:01Z"))
-		pod = received(t, pod, tc.received)
-		var pulls Pulls
-		pulls.Add(pulled("a", 500))
-		_, out := Step(ts(t, "2026-01-01T00:00:06Z"), pod, Inputs{Pulls: &pulls}, State{}, &Config{})
-		s := observed(out, StartedUp)
-		if assert.Len(t, s, 1, tc.received) {
-			assert.InDelta(t, tc.want, s[0].Seconds, 1e-9, tc.received)
-			assert.Equal(t, tc.wantPrecise, s[0].Precise, tc.received)
-		}
-	}
-}
