@@ -95,3 +95,28 @@ func listWatch(client any, list func(context.Context, metav1.ListOptions) (runti
 		WatchFuncWithContext: watchFunc,
 	}, client)
 }
+
+// typedListWatch is what a typed client offers for one resource (a
+// namespace's PVCs, say).
+type typedListWatch[L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+}
+
+// narrowedListWatch is listWatch of api, narrowed on the API server to the
+// field selector (none when empty).
+func narrowedListWatch[L runtime.Object](client any, api typedListWatch[L], selector string) cache.ListerWatcher {
+	narrow := func(o metav1.ListOptions) metav1.ListOptions {
+		if selector != "" {
+			o.FieldSelector = selector
+		}
+		return o
+	}
+	return listWatch(client,
+		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return api.List(ctx, narrow(o))
+		},
+		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return api.Watch(ctx, narrow(o))
+		})
+}

@@ -15,9 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
@@ -209,13 +207,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	// the class resolver reads the listers' current state. StorageClasses
 	// are cluster-scoped, and read whatever the scope: the default class
 	// resolves the claims that name none.
-	classes := newCachedWatch(listWatch(w.client,
-		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return w.client.StorageV1().StorageClasses().List(ctx, o)
-		},
-		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return w.client.StorageV1().StorageClasses().Watch(ctx, o)
-		}), &storagev1.StorageClass{}, "storageclasses", w.trim.transform, w.counter("storageclasses"))
+	classes := newCachedWatch(narrowedListWatch(w.client, w.client.StorageV1().StorageClasses(), ""), &storagev1.StorageClass{}, "storageclasses", w.trim.transform, w.counter("storageclasses"))
 	cached := []*cachedWatch{classes}
 	pvcListers := pvcsByNamespace{}
 	var eventWatches []*eventWatch
@@ -224,17 +216,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 		// One watch per allowed namespace (one, cluster-wide, without an
 		// allowlist): each is narrowed on the API server, so podslo does
 		// not receive what it would drop.
-		narrow := func(o metav1.ListOptions) metav1.ListOptions {
-			o.FieldSelector = nsSelector
-			return o
-		}
-		pvcs := newCachedWatch(listWatch(w.client,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return w.client.CoreV1().PersistentVolumeClaims(ns).List(ctx, narrow(o))
-			},
-			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return w.client.CoreV1().PersistentVolumeClaims(ns).Watch(ctx, narrow(o))
-			}), &corev1.PersistentVolumeClaim{}, "persistentvolumeclaims", w.trim.transform, w.counter("persistentvolumeclaims"))
+		pvcs := newCachedWatch(narrowedListWatch(w.client, w.client.CoreV1().PersistentVolumeClaims(ns), nsSelector), &corev1.PersistentVolumeClaim{}, "persistentvolumeclaims", w.trim.transform, w.counter("persistentvolumeclaims"))
 		cached = append(cached, pvcs)
 		pvcLister = corelisters.NewPersistentVolumeClaimLister(pvcs.indexer)
 		pvcListers[ns] = pvcLister

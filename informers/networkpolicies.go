@@ -9,9 +9,6 @@ import (
 	"unique"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -87,17 +84,7 @@ func (w *PolicyWatcher) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, ns := range w.opts.Scope.WatchedNamespaces() {
-		narrow := func(o metav1.ListOptions) metav1.ListOptions {
-			o.FieldSelector = selector
-			return o
-		}
-		cw := newCachedWatch(listWatch(w.client,
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-				return w.client.NetworkingV1().NetworkPolicies(ns).List(ctx, narrow(o))
-			},
-			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return w.client.NetworkingV1().NetworkPolicies(ns).Watch(ctx, narrow(o))
-			}), &networkingv1.NetworkPolicy{}, policiesResource, trimPolicy, cache.ResourceEventHandlerFuncs{
+		cw := newCachedWatch(narrowedListWatch(w.client, w.client.NetworkingV1().NetworkPolicies(ns), selector), &networkingv1.NetworkPolicy{}, policiesResource, trimPolicy, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.opts.OnEvent(policiesResource, "add"); w.deliver(obj) },
 			UpdateFunc: func(_, obj any) { w.opts.OnEvent(policiesResource, "update"); w.deliver(obj) },
 			DeleteFunc: func(obj any) { w.opts.OnEvent(policiesResource, "delete"); w.delete(obj) },
