@@ -328,6 +328,20 @@ failSwapOn: false
 # the test.
 makeIPTablesUtilChains: false
 podLogsDir: %[6]s
+# The node's filesystems are this machine's, shared with everything else on
+# it: the default thresholds (nodefs.available<10%%, imagefs.available<15%%)
+# put a CI machine with a full-ish disk under DiskPressure, and the kubelet
+# evicts the pods under test. Absolute thresholds evict only when the disk is
+# really full. Image GC at the default 85%% would delete the images the
+# tests imported offline, which no registry can give back.
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 512Mi
+  nodefs.inodesFree: 1%%
+  imagefs.available: 512Mi
+  imagefs.inodesFree: 1%%
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 volumePluginDir: %[7]s
 `, NodeIP, port, healthz, n.Socket, cgroupRoot, filepath.Join(n.dir, "pod-logs"), filepath.Join(n.dir, "volume-plugins"))
 	cfg := filepath.Join(n.dir, "kubelet.yaml")
