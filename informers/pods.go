@@ -227,11 +227,11 @@ func newPodWatch(namespace string, reach *reachability) *podWatch {
 }
 
 // stamp sets the receive time of a pod the watch has just received, if
-// the watch is current: the queue runs the transform as the reflector
-// hands it each object, decoded, before any handler's backlog. A list's
+// the watch is current: receivingListWatch calls it as each pod comes off
+// the connection, ahead of the queue and its handler's backlog. A list's
 // pods (a first list, a relist, a streamed list) arrive while the watch
 // is not current, and keep 0: they show what happened at any time before.
-// Only an unstamped pod is stamped, so a pod transformed twice keeps its
+// Only an unstamped pod is stamped, so a pod readied twice keeps its
 // first receive time.
 func (pw *podWatch) stamp(obj any, err error) (any, error) {
 	if pod, ok := obj.(*lifecycle.Pod); ok && err == nil && pod.Received == 0 && pw.current.Current() {
@@ -249,23 +249,27 @@ func (w *Watcher) podController(namespace string) *podWatch {
 		owns = w.opts.Scope.OwnsUID
 	}
 	if w.pods != nil {
-		w.controlPods(pw, podListWatchREST(w.pods, namespace, w.opts.Scope.PodSelector(), owns, pw.current), &lifecycle.Pod{})
+		w.controlPods(pw, podListWatchREST(w.pods, namespace, w.opts.Scope.PodSelector(), owns, pw.current))
 	} else {
-		w.controlPods(pw, podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current), &corev1.Pod{})
+		w.controlPods(pw, podListWatch(w.client, namespace, w.opts.Scope.PodSelector(), owns, pw.current))
 	}
 	return pw
 }
 
 // controlPods makes pw's controller over lw: the whole pod path after the
 // API server's bytes, which the watch-path benchmark drives from a
-// recorded stream. obj is the type lw's objects have.
-func (w *Watcher) controlPods(pw *podWatch, lw cache.ListerWatcher, obj runtime.Object) {
+// recorded stream. lw's lists may hold whole pods (the typed client's
+// path), which the queue trims; its watches' pods reach the reflector
+// trimmed and stamped (receivingListWatch), so the reflector expects
+// lifecycle.Pod.
+func (w *Watcher) controlPods(pw *podWatch, lw cache.ListerWatcher) {
 	fifo := cache.NewDeltaFIFOWithOptions(cache.DeltaFIFOOptions{
 		KnownObjects:          pw.keys,
 		EmitDeltaTypeReplaced: true,
-		Transformer:           func(obj any) (any, error) { return pw.stamp(w.trim.transform(obj)) },
+		Transformer:           w.trim.transform,
 	})
-	pw.ctrl = trackedController(fifo, pw.current, lw, obj, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
+	lw = newReceivingListWatch(lw, w.receivePod(pw))
+	pw.ctrl = trackedController(fifo, pw.current, lw, &lifecycle.Pod{}, "pods", func(d cache.Delta) { w.processPodDelta(pw, d) })
 }
 
 // trackedController is a bare controller over fifo, retrying after

@@ -219,9 +219,9 @@ func BenchmarkWatchPath(b *testing.B) {
 				for i := range listed.Items {
 					l.Items = append(l.Items, *w.trim.mustPod(&listed.Items[i]))
 				}
-				w.controlPods(pw, &recordedPods{list: l, body: body, codecs: codecs}, &lifecycle.Pod{})
+				w.controlPods(pw, &recordedPods{list: l, body: body, codecs: codecs})
 			} else {
-				w.controlPods(pw, &recordedPods{list: listed, body: body, codecs: scheme.Codecs.WithoutConversion()}, &corev1.Pod{})
+				w.controlPods(pw, &recordedPods{list: listed, body: body, codecs: scheme.Codecs.WithoutConversion()})
 			}
 			ctx, cancel := context.WithCancel(context.Background())
 			b.Cleanup(cancel)
