@@ -522,6 +522,20 @@ func (tr *truth) writeFixture(t *testing.T) {
 	t.Logf("wrote %s", path)
 }
 
+// kubeletMinor is the minor version of the node's kubelet (37 for
+// v1.37.2): where the kubelet's behaviour changed between versions, the
+// test's ground truth follows the one it runs.
+func kubeletMinor(t *testing.T) int {
+	t.Helper()
+	v, err := testenv.KubernetesVersion()
+	require.NoError(t, err)
+	var major, minor int
+	_, err = fmt.Sscanf(v, "v%d.%d.", &major, &minor)
+	require.NoError(t, err, "kubelet version %q", v)
+	require.Equal(t, 1, major, "kubelet version %q", v)
+	return minor
+}
+
 // podStatus is a pod's status, for a failure message.
 func podStatus(t *testing.T, node *realnode.Node, name string) corev1.PodStatus {
 	p, err := node.Client.CoreV1().Pods(ns).Get(context.Background(), name, metav1.GetOptions{})

@@ -174,7 +174,16 @@ type kubeletStartup struct {
 	created, observed, watchObserved time.Time
 }
 
-var kubeletStartupLine = regexp.MustCompile(`"Observed pod startup duration" pod="` + ns + `/([^"]+)" podStartSLOduration=(\S+) .*totalImagesPullingTime="([^"]+)" .*podCreationTimestamp="([^"]+)" .*observedRunningTime="([^"]+?)(?: m=\S+)?" watchObservedRunningTime="([^"]+?)(?: m=\S+)?"`)
+// The kubelet's log line of a pod's start-up SLI. From 1.36 it logs the
+// pulls it took off (totalImagesPullingTime, the union of the pull
+// sessions); before, it took off the span from the first pull's start to
+// the last one's end, and logs those two times (firstStartedPulling,
+// lastFinishedPulling; the zero time when nothing was pulled).
+var (
+	kubeletStartupLine = regexp.MustCompile(`"Observed pod startup duration" pod="` + ns + `/([^"]+)" podStartSLOduration=(\S+) .*podCreationTimestamp="([^"]+)" .*observedRunningTime="([^"]+?)(?: m=\S+)?" watchObservedRunningTime="([^"]+?)(?: m=\S+)?"`)
+	kubeletPullsTotal  = regexp.MustCompile(` totalImagesPullingTime="([^"]+)"`)
+	kubeletPullsSpan   = regexp.MustCompile(` firstStartedPulling="([^"]+?)(?: m=\S+)?" lastFinishedPulling="([^"]+?)(?: m=\S+)?"`)
+)
 
 const kubeletTime = "2006-01-02 15:04:05.999999999 -0700 MST"
 
@@ -192,11 +201,22 @@ func kubeletStartups(t require.TestingT, s *suite) map[string]kubeletStartup {
 		var k kubeletStartup
 		k.sli, err = strconv.ParseFloat(m[2], 64)
 		require.NoError(t, err, l)
-		k.pulls, err = time.ParseDuration(m[3])
-		require.NoError(t, err, l)
 		for i, at := range []*time.Time{&k.created, &k.observed, &k.watchObserved} {
-			*at, err = time.Parse(kubeletTime, m[4+i])
+			*at, err = time.Parse(kubeletTime, m[3+i])
 			require.NoError(t, err, l)
+		}
+		if p := kubeletPullsTotal.FindStringSubmatch(l); p != nil {
+			k.pulls, err = time.ParseDuration(p[1])
+			require.NoError(t, err, l)
+		} else if p := kubeletPullsSpan.FindStringSubmatch(l); p != nil {
+			var first, last time.Time
+			first, err = time.Parse(kubeletTime, p[1])
+			require.NoError(t, err, l)
+			last, err = time.Parse(kubeletTime, p[2])
+			require.NoError(t, err, l)
+			k.pulls = last.Sub(first)
+		} else {
+			require.Fail(t, "the kubelet's start-up line says nothing of its pulls", l)
 		}
 		out[m[1]] = k
 	}
