@@ -1,6 +1,9 @@
 package lifecycle
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // The image pulls of a pod come from the kubelet's Events on it, not from
 // the pod: a Pulled event per container says how long its image took
@@ -103,7 +106,7 @@ const maxMs = 1<<31 - 1
 // nil.
 func (c *stepper) pulls(pulls *Pulls, containers int) {
 	n := c.next
-	if pulls == nil || n.Pulls.Has(PullsDone) {
+	if pulls == nil || n.Pulls.Has(PullsDone) || n.Pulls.Has(PullsGivenUp) {
 		return
 	}
 	if pulls.failed && !n.Pulls.Has(PullFailedCounted) {
@@ -146,5 +149,49 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 	if n.Pulls.Has(StartupEndSeen) {
 		// Else the start-up's end comes with a later update (startup.go).
 		c.finishStartup()
+	}
+}
+
+// PullsWait is how long after a pod's containers were first seen all
+// running its image events may still come. The kubelet writes a
+// container's Pulled event before it starts the container, and the event
+// watch lags the pod watch by seconds, even across a relist (events live
+// an hour): an event not in by then was dropped by the kubelet's event
+// recorder, or merged into a "(combined from similar events)" message.
+// It is also how long an unknown pod's events wait for it (pipeline).
+const PullsWait = 10 * time.Minute
+
+// AwaitsPulls reports whether the pod's containers were all seen running
+// and its pulls are still awaited, by its own SLI or by the start-up's.
+func (s *State) AwaitsPulls() bool {
+	return !s.Pulls.Has(PullsDone) && !s.Pulls.Has(PullsGivenUp) &&
+		(s.Pulls.Has(StartupEndSeen) || s.Pulls.Has(StartupDone))
+}
+
+// GiveUpPulls ends the wait for the pulls of a pod whose containers all
+// ran but whose image events never all came (AwaitsPulls): PullsWait
+// after its containers were first seen running, or when the pod goes
+// (Vanish). Its pulls and its start-up SLI are skipped as PullsUnknown,
+// once; an image event that comes later is ignored.
+func GiveUpPulls(prev State) (State, Outcome) {
+	var out Outcome
+	if prev.AwaitsPulls() {
+		c := stepper{next: &prev, out: &out}
+		c.giveUpPulls()
+	}
+	return prev, out
+}
+
+func (c *stepper) giveUpPulls() {
+	n := c.next
+	n.Pulls |= PullsGivenUp
+	c.skipOnce(Skip{ImagePull, PullsUnknown})
+	switch {
+	case n.Pulls.Has(StartupDone):
+	case n.UserError:
+		// As finishStartup: the sandbox exclusion counts the pod.
+		n.Pulls |= StartupDone
+	default:
+		c.startupSkipped(PullsUnknown)
 	}
 }

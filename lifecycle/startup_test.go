@@ -76,3 +76,66 @@ func TestStartupOfAStatefulPodWithoutAClaim(t *testing.T) {
 		}
 	}
 }
+
+// TestPullsGivenUp: a pod whose containers all ran while one container's
+// Pulled event never came (the kubelet's recorder dropped it) leaves both
+// the pulls and the start-up SLI with pulls_unknown, once, when it is
+// given up or when the pod goes; an event coming after that changes
+// nothing. A pod not yet running is not given up: its pulls may still be
+// in progress.
+func TestPullsGivenUp(t *testing.T) {
+	cfg := &Config{}
+	const created = "2026-01-01T00:00:00Z"
+	pod := running(t, created, "2026-01-01T00:00:05Z", 2, 0,
+		cond(t, corev1.PodScheduled, corev1.ConditionTrue, created),
+		cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T00:00:01Z"))
+	var one Pulls
+	one.Add(pulled("a", 1000))
+	now := ts(t, "2026-01-01T00:00:06Z")
+	unknown := []Skip{{ImagePull, PullsUnknown}, {PodStartup, PullsUnknown}}
+
+	notRunning := *pod
+	notRunning.ContainersRunning = 1
+	st, _ := Step(now, &notRunning, Inputs{Pulls: &one}, State{}, cfg)
+	assert.False(t, st.AwaitsPulls(), "not all running: the pulls may still be in progress")
+	next, out := GiveUpPulls(st)
+	assert.Equal(t, st, next)
+	assert.True(t, out.Empty())
+
+	st, out = Step(now, pod, Inputs{Pulls: &one}, State{}, cfg)
+	assert.Empty(t, observed(out, StartedUp))
+	assert.True(t, st.AwaitsPulls())
+
+	t.Run("given up", func(t *testing.T) {
+		next, out := GiveUpPulls(st)
+		assert.ElementsMatch(t, unknown, out.Skips)
+		assert.Empty(t, out.Observations)
+		assert.False(t, next.AwaitsPulls())
+		again, out := GiveUpPulls(next)
+		assert.Equal(t, next, again)
+		assert.True(t, out.Empty(), "once")
+		// The missing event comes after all: nothing more.
+		var both Pulls
+		both.Add(pulled("a", 1000))
+		both.Add(pulled("b", 500))
+		later, out := Fold(now, Inputs{Pulls: &both}, 2, next, cfg)
+		assert.True(t, out.Empty(), "%+v", out)
+		assert.Equal(t, next, later)
+		_, out = Vanish(later)
+		assert.Equal(t, []Skip{{Termination, Vanished}}, out.Skips, "the pod goes: only its termination is left")
+	})
+	t.Run("the pod goes", func(t *testing.T) {
+		_, out := Vanish(st)
+		assert.ElementsMatch(t, append([]Skip{{Termination, Vanished}}, unknown...), out.Skips)
+	})
+	t.Run("start-up already skipped", func(t *testing.T) {
+		waited := *pod
+		waited.Conditions = append([]Condition{}, pod.Conditions...)
+		waited.Conditions[0].Status = corev1.ConditionFalse
+		st, out := Step(now, &waited, Inputs{Pulls: &one}, State{}, cfg)
+		assert.Equal(t, []Skip{{PodStartup, NotSchedulable}}, filterSkips(out.Skips, PodStartup))
+		assert.True(t, st.AwaitsPulls(), "the pulls' own SLI still waits")
+		_, out = GiveUpPulls(st)
+		assert.Equal(t, []Skip{{ImagePull, PullsUnknown}}, out.Skips)
+	})
+}

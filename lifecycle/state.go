@@ -98,10 +98,18 @@ const (
 	// start-up holds a cluster scale-up or a gate, which sig-scalability's
 	// start-up SLI leaves out: it covers pods schedulable at once.
 	NotSchedulable Reason = 9
+	// PullsUnknown: the pod's containers all ran, but the kubelet's image
+	// events of some never came: its event recorder drops a pod's events
+	// past a burst of 25 and rewrites repeated messages as "(combined from
+	// similar events)", and an event can outlive neither its hour nor the
+	// pod. Without its pulls neither the pod's pulls nor its start-up SLI
+	// can be measured; they are given up when the pod goes, or
+	// PullsWait after its containers were first seen running.
+	PullsUnknown Reason = 10
 
 	// numReasons is one past the last Reason; as for SLI, the values are
 	// persisted and only ever appended.
-	numReasons = NotSchedulable + 1
+	numReasons = PullsUnknown + 1
 )
 
 func (r Reason) String() string {
@@ -126,6 +134,8 @@ func (r Reason) String() string {
 		return "image_pull_failed"
 	case NotSchedulable:
 		return "not_schedulable"
+	case PullsUnknown:
+		return "pulls_unknown"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }
@@ -265,7 +275,7 @@ func (m PhaseSet) With(p Phase) PhaseSet { return m | 1<<p }
 
 // PullFlags are the facts of a pod's image pulls and start-up SLI. The
 // bits are persisted (store/codec.go): a new one takes the next bit, of
-// which a uint16 leaves seven.
+// which a uint16 leaves six.
 type PullFlags uint16
 
 const (
@@ -289,10 +299,13 @@ const (
 	StartupDone PullFlags = 1 << 7
 	// StartupNotSchedulable: the pod was seen waiting to be scheduled.
 	StartupNotSchedulable PullFlags = 1 << 8
+	// PullsGivenUp: the pod's pulls never all came (PullsUnknown); no
+	// image event of the pod is awaited any more.
+	PullsGivenUp PullFlags = 1 << 9
 
 	// KnownPullFlags are the bits this release knows: a reader leaves out
 	// the others, which a newer release set.
-	KnownPullFlags PullFlags = 1<<9 - 1
+	KnownPullFlags PullFlags = 1<<10 - 1
 )
 
 // Has reports whether every bit of b is set.

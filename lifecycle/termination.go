@@ -60,13 +60,16 @@ func (c *stepper) termination() {
 }
 
 // Vanish is the pod's deletion from the API: a termination not measured by
-// then never will be.
+// then never will be, nor pulls not in by then (GiveUpPulls).
 func Vanish(prev State) (State, Outcome) {
 	var out Outcome
+	c := stepper{next: &prev, out: &out}
 	if !prev.TerminationDone {
 		prev.TerminationDone = true
-		c := stepper{next: &prev, out: &out}
 		c.skipOnce(Skip{Termination, Vanished})
+	}
+	if prev.AwaitsPulls() {
+		c.giveUpPulls()
 	}
 	return prev, out
 }

@@ -29,9 +29,11 @@ const heldTTL = 10 * time.Minute
 //     write carries it (RetryFailed, or the pod's next update); the event
 //     is not delivered again;
 //   - for a pod seen live whose pulls are not recorded: until they are
-//     (lifecycle.PullsDone), or the pod is forgotten.
+//     (lifecycle.PullsDone), given up (lifecycle.PullsWait after its
+//     containers all ran), or the pod is forgotten.
 //
-// So it holds at most one entry per live pod awaiting its pulls, one per
+// So it holds at most one entry per live pod awaiting its pulls (for at
+// most lifecycle.PullsWait once its containers run), one per
 // pod with a write to retry, and the events of unknown pods of the last
 // heldTTL, each holding at most one event per container. A pod awaiting its
 // pulls with nothing held costs its map slot, 32 bytes.
@@ -51,6 +53,12 @@ type heldPod struct {
 	// from its last update, while its pulls are awaited; 0 until the
 	// pipeline has handled an update of it.
 	containers int32
+	// running is when a write first recorded the pod's containers all
+	// running while its pulls were awaited (lifecycle.State.AwaitsPulls),
+	// in Unix seconds; 0 until then. lifecycle.PullsWait later, they are
+	// given up (CheckTimeouts). In memory only: after a restart the wait
+	// starts again from the pod's relisted update.
+	running uint32
 }
 
 // heldEvents are a pod's held inputs.
@@ -117,18 +125,23 @@ func (h *held) holdPull(uid types.UID, now time.Time, e lifecycle.PullEvent) boo
 	return ev.userError || ev.pullsUnwritten
 }
 
-// written notes that the store has recorded next, which carried the inputs
-// in, for a pod of containers containers (0 when not known): what it
-// carried is no longer to write, the pulls go once recorded, and the pod's
-// containers stay only while its pulls are awaited.
-func (h *held) written(uid types.UID, in lifecycle.Inputs, next lifecycle.State, containers int) {
-	done := next.Pulls.Has(lifecycle.PullsDone)
+// written notes that the store has recorded next at now, which carried
+// the inputs in, for a pod of containers containers (0 when not known):
+// what it carried is no longer to write, the pulls go once recorded or
+// given up, and the pod's containers stay only while its pulls are
+// awaited.
+func (h *held) written(uid types.UID, in lifecycle.Inputs, next lifecycle.State, containers int, now time.Time) {
+	done := next.Pulls.Has(lifecycle.PullsDone) || next.Pulls.Has(lifecycle.PullsGivenUp)
 	awaiting := containers > 0 && !done
 	e, ok := h.pods[uid]
 	if !ok {
 		// The common case: nothing held.
 		if awaiting {
-			h.pods[uid] = heldPod{containers: int32(containers)}
+			e = heldPod{containers: int32(containers)}
+			if next.AwaitsPulls() {
+				e.running = uint32(now.Unix())
+			}
+			h.pods[uid] = e
 		}
 		return
 	}
@@ -149,6 +162,11 @@ func (h *held) written(uid types.UID, in lifecycle.Inputs, next lifecycle.State,
 	e.containers = 0
 	if awaiting {
 		e.containers = int32(containers)
+		if e.running == 0 && next.AwaitsPulls() {
+			e.running = uint32(now.Unix())
+		}
+	} else {
+		e.running = 0
 	}
 	if e.events == nil && e.containers == 0 {
 		delete(h.pods, uid)
@@ -163,6 +181,18 @@ func (h *held) unwritten() []types.UID {
 	for uid, e := range h.pods {
 		// Pulls wait for the pod's containers: its update carries them.
 		if ev := e.events; ev != nil && (ev.userError || ev.pullsUnwritten && e.containers > 0) {
+			out = append(out, uid)
+		}
+	}
+	return out
+}
+
+// overdue lists the pods whose containers all ran before cutoff while
+// their pulls are still awaited.
+func (h *held) overdue(cutoff time.Time) []types.UID {
+	var out []types.UID
+	for uid, e := range h.pods {
+		if e.running != 0 && int64(e.running) < cutoff.Unix() {
 			out = append(out, uid)
 		}
 	}
@@ -228,9 +258,10 @@ func (p *Pipeline) RecordImagePull(uid types.UID, e lifecycle.PullEvent) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev, known := p.store.Get(uid)
-	if known && prev.Pulls.Has(lifecycle.PullsDone) {
-		// Its start-up pulls are recorded: a restarted container's pull,
-		// or the same events listed again.
+	if known && (prev.Pulls.Has(lifecycle.PullsDone) || prev.Pulls.Has(lifecycle.PullsGivenUp)) {
+		// Its start-up pulls are recorded, or were given up: a restarted
+		// container's pull, the same events listed again, or one that came
+		// too late.
 		return nil
 	}
 	if !p.held.holdPull(uid, p.opts.Now(), e) || !known {
@@ -256,7 +287,7 @@ func (p *Pipeline) fold(uid types.UID, prev lifecycle.State) error {
 			return err
 		}
 	}
-	p.held.written(uid, in, next, containers)
+	p.held.written(uid, in, next, containers, now)
 	return nil
 }
 
@@ -277,6 +308,33 @@ func (p *Pipeline) retryHeld() (written, failed int, last error) {
 		written++
 	}
 	return written, failed, last
+}
+
+// giveUpPulls ends the wait for the pulls of the pods whose containers
+// all ran longer than lifecycle.PullsWait ago, for CheckTimeouts, which
+// runs it only while the watches are current: an outage of the event
+// watch delays its events, it does not lose them. A pod with a write to
+// retry is left to it.
+func (p *Pipeline) giveUpPulls(now time.Time) {
+	for _, uid := range p.held.overdue(now.Add(-lifecycle.PullsWait)) {
+		if _, waiting := p.failed[uid]; waiting {
+			continue
+		}
+		prev, known := p.store.Get(uid)
+		if !known {
+			continue
+		}
+		next, out := lifecycle.GiveUpPulls(prev)
+		if next != prev {
+			meta := p.store.Meta(uid)
+			if err := p.write(p.routing.change(now, uid, next, out, meta, nil), out, meta, nil); err != nil {
+				p.log.Error("Recording image pulls that never came failed, will retry", "uid", uid, "err", err)
+				continue
+			}
+		}
+		_, containers := p.held.of(uid)
+		p.held.written(uid, lifecycle.Inputs{}, next, containers, now)
+	}
 }
 
 // expireHeld drops what waited for an unknown pod longer than heldTTL, for

@@ -58,7 +58,7 @@ func TestHeldHoldFoldWrittenExpire(t *testing.T) {
 	// The pod's update carries them: nothing to write, its containers kept
 	// while its pulls are awaited.
 	in, _ = h.of("u")
-	h.written("u", in, notDone, 2)
+	h.written("u", in, notDone, 2, t0)
 	in, containers = h.foldable("u")
 	assert.NotNil(t, in.Pulls)
 	assert.Equal(t, 2, containers)
@@ -69,28 +69,28 @@ func TestHeldHoldFoldWrittenExpire(t *testing.T) {
 	// A mark is written by a write that carries it, not by one that does
 	// not.
 	h.holdUserError("u", t0)
-	h.written("u", lifecycle.Inputs{Pulls: in.Pulls}, notDone, 2)
+	h.written("u", lifecycle.Inputs{Pulls: in.Pulls}, notDone, 2, t0)
 	assert.Equal(t, []types.UID{"u"}, h.unwritten())
 	in, _ = h.of("u")
 	assert.True(t, in.UserError)
-	h.written("u", lifecycle.Inputs{UserError: true}, notDone, 2)
+	h.written("u", lifecycle.Inputs{UserError: true}, notDone, 2, t0)
 	assert.Empty(t, h.unwritten())
 	in, _ = h.of("u")
 	assert.False(t, in.UserError)
 	assert.NotNil(t, in.Pulls, "the pulls stay until they are done")
 
 	// Done: nothing left of the pod.
-	h.written("u", in, done, 2)
+	h.written("u", in, done, 2, t0)
 	assert.Empty(t, h.pods)
 
 	// A pod awaiting its pulls holds its containers only; a pod without
 	// containers, or with its pulls done, holds nothing.
-	h.written("v", lifecycle.Inputs{}, notDone, 3)
+	h.written("v", lifecycle.Inputs{}, notDone, 3, t0)
 	assert.Equal(t, heldPod{containers: 3}, h.pods["v"])
-	h.written("w", lifecycle.Inputs{}, notDone, 0)
-	h.written("x", lifecycle.Inputs{}, done, 3)
+	h.written("w", lifecycle.Inputs{}, notDone, 0, t0)
+	h.written("x", lifecycle.Inputs{}, done, 3, t0)
 	assert.Len(t, h.pods, 1)
-	h.written("v", lifecycle.Inputs{}, done, 3)
+	h.written("v", lifecycle.Inputs{}, done, 3, t0)
 	assert.Empty(t, h.pods)
 
 	// The sweep drops what waited too long for an unknown pod, and what
@@ -98,7 +98,7 @@ func TestHeldHoldFoldWrittenExpire(t *testing.T) {
 	h.holdUserError("unknown", t0)
 	h.holdPull("known", t0, pulledEvent("a", 1))
 	h.holdUserError("recent", t0.Add(heldTTL))
-	h.written("forgotten", lifecycle.Inputs{}, notDone, 1)
+	h.written("forgotten", lifecycle.Inputs{}, notDone, 1, t0)
 	known := func(uid types.UID) bool { return uid == "known" }
 	h.expire(t0, known)
 	assert.Len(t, h.pods, 3, "the unknown pod's mark waits until its TTL")
@@ -133,6 +133,17 @@ func TestHeldIsBounded(t *testing.T) {
 		require.NoError(t, p.RecordImagePull(uid, pulledEvent("b", 100)))
 	}
 	assert.Empty(t, p.held.pods, "pulls recorded: nothing held")
+	observedNow := func() [2]float64 {
+		var n [2]float64
+		for i, f := range []string{"pod_startup_sli", "image_pull"} {
+			for _, h := range histograms(st, f) {
+				n[i] += h[0]
+			}
+		}
+		return n
+	}
+	observedBefore := observedNow()
+	require.Equal(t, [2]float64{n, n}, observedBefore)
 
 	// Pods whose second image never comes: one entry each, however many
 	// times the first one's event is listed again.
@@ -146,12 +157,43 @@ func TestHeldIsBounded(t *testing.T) {
 	}
 	assert.Len(t, p.held.pods, n)
 	assert.Empty(t, p.held.unwritten())
-	for i := range n {
+	// Half of them go: their pulls and start-ups with them, counted. The
+	// others are given up lifecycle.PullsWait after their containers were
+	// seen running, and not before.
+	for i := range n / 2 {
 		uid := types.UID(fmt.Sprintf("waiting-%d", i))
 		delete(live, uid)
 		p.Deleted(uid, "ns/"+string(uid), nil)
 	}
-	assert.Empty(t, p.held.pods, "deleted pods hold nothing")
+	assert.Len(t, p.held.pods, n/2)
+	assert.Equal(t, float64(n/2), skipped(st, "image_pull", "pulls_unknown"))
+	assert.Equal(t, float64(n/2), skipped(st, "pod_startup", "pulls_unknown"))
+	start := p.opts.Now()
+	p.opts.Now = func() time.Time { return start.Add(lifecycle.PullsWait) }
+	p.CheckTimeouts()
+	assert.Len(t, p.held.pods, n/2, "not before lifecycle.PullsWait")
+	p.opts.Now = func() time.Time { return start.Add(lifecycle.PullsWait + time.Second) }
+	p.CheckTimeouts()
+	assert.Empty(t, p.held.pods, "pods given up hold nothing")
+	assert.Equal(t, float64(n), skipped(st, "image_pull", "pulls_unknown"))
+	assert.Equal(t, float64(n), skipped(st, "pod_startup", "pulls_unknown"))
+	// The missing event comes after all, and the pods update again:
+	// nothing more is held or counted.
+	for i := n / 2; i < n; i++ {
+		uid := types.UID(fmt.Sprintf("waiting-%d", i))
+		require.NoError(t, p.RecordImagePull(uid, pulledEvent("b", 100)))
+		require.NoError(t, p.Handle(runningPod(uid)))
+	}
+	assert.Empty(t, p.held.pods)
+	assert.Equal(t, float64(n), skipped(st, "pod_startup", "pulls_unknown"))
+	assert.Equal(t, observedBefore, observedNow(), "only the pods whose pulls came are observed")
+	for i := n / 2; i < n; i++ {
+		uid := types.UID(fmt.Sprintf("waiting-%d", i))
+		delete(live, uid)
+		p.Deleted(uid, "ns/"+string(uid), nil)
+	}
+	assert.Equal(t, float64(n), skipped(st, "pod_startup", "pulls_unknown"), "once per pod")
+	p.opts.Now = func() time.Time { return start }
 
 	// Events of pods that never come (deleted long ago) wait heldTTL, and
 	// bring no pod back.

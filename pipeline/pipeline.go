@@ -295,7 +295,7 @@ func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {
 	if err := p.write(p.routing.change(now, pod.UID, next, out, meta, pod), out, meta, pod); err != nil {
 		return err
 	}
-	p.held.written(pod.UID, in, next, int(pod.Containers)+int(pod.InitContainers))
+	p.held.written(pod.UID, in, next, int(pod.Containers)+int(pod.InitContainers), now)
 	return nil
 }
 

@@ -46,8 +46,9 @@ func (p *Pipeline) CheckTimeouts() {
 			p.log.Error("Recording a sandbox creation timeout failed, will retry", "uid", d.uid, "err", err)
 			continue
 		}
-		p.held.written(d.uid, lifecycle.Inputs{UserError: in.UserError}, next, containers)
+		p.held.written(d.uid, lifecycle.Inputs{UserError: in.UserError}, next, containers, now)
 	}
+	p.giveUpPulls(now)
 }
 
 // watchesCurrent reports whether the pod and event watches are current,

@@ -46,6 +46,11 @@ const (
 	mPodPullSize  = "podslo_pod_image_pull_size_bytes"
 )
 
+// pullsWait is how long after a pod's containers were seen running the
+// exporter waits for image events that never come (docs/metrics.md,
+// pulls_unknown).
+const pullsWait = 10 * time.Minute
+
 // histograms and counters are the aggregated families compared exactly.
 var (
 	histograms = []string{mCreation, mTermination, mReadiness, mPhase, mStabilize, mPull, mStartup}
@@ -203,6 +208,9 @@ type choices struct {
 	// PullMissed: the pod's Pulled event reached the exporter only when
 	// it no longer knew the pod (it was removed first), or never.
 	PullMissed bool
+	// PullsGivenUp: the exporter gave up the pulls of a pod alive at the
+	// end, lifecycle.PullsWait after it saw the containers running.
+	PullsGivenUp bool
 }
 
 func (c *choices) saw(i int) bool { return c.Seen == nil || c.Seen[i] }
@@ -425,6 +433,20 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		skip("pod_startup", "not_schedulable")
 	}
 	gone := !h.Removed.IsZero() && !h.Removed.After(o.End)
+	// Pulls that never all came (kwok's one Pulled event names no
+	// container, so a pod with an init container never has them all; or
+	// the event was missed): once the containers were seen running, they
+	// are given up when the pod goes, or lifecycle.PullsWait later
+	// (docs/metrics.md, pulls_unknown), the start-up with them unless it
+	// was left out already.
+	_, hasPull := o.Pulls[h.UID]
+	pullsCome := hasPull && h.Containers == 1 && !ch.PullMissed
+	if !pullsCome && startupEnd != 0 && (gone || ch.PullsGivenUp) {
+		skip("image_pull", "pulls_unknown")
+		if !userError && !notSchedulable {
+			skip("pod_startup", "pulls_unknown")
+		}
+	}
 	if gone && !terminationDone {
 		skip("termination", "vanished")
 	}
@@ -577,6 +599,20 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		}
 	}
 
+	// Pulls that cannot all come are given up pullsWait after the
+	// exporter saw the containers running, which is no earlier than their
+	// start; a restart starts the wait again. Only a pod alive at the end
+	// may or may not have reached it.
+	givenUpOpts := []bool{false}
+	if _, ok := o.Pulls[h.UID]; !ok || h.Containers != 1 {
+		alive := h.Removed.IsZero() || h.Removed.After(o.End)
+		running := slices.IndexFunc(h.Revs, func(r revision) bool { return r.Started != 0 })
+		if alive && running >= 0 && !time.Unix(h.Revs[running].Started, 0).Add(pullsWait).After(o.End) {
+			givenUpOpts = []bool{false, true}
+			v.Uncertain = append(v.Uncertain, "pulls given up")
+		}
+	}
+
 	seen := make([]bool, len(base))
 	distinct := map[string]bool{}
 	finals := map[string]bool{}
@@ -587,14 +623,16 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		}
 		for _, to := range timeoutOpts {
 			for _, missed := range pullOpts {
-				out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to, PullMissed: missed})
-				if k := out.key(); !distinct[k] {
-					distinct[k] = true
-					v.Outcomes = append(v.Outcomes, out)
-				}
-				if k := fin.key(); !finals[k] {
-					finals[k] = true
-					v.Final = fin
+				for _, givenUp := range givenUpOpts {
+					out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to, PullMissed: missed, PullsGivenUp: givenUp})
+					if k := out.key(); !distinct[k] {
+						distinct[k] = true
+						v.Outcomes = append(v.Outcomes, out)
+					}
+					if k := fin.key(); !finals[k] {
+						finals[k] = true
+						v.Final = fin
+					}
 				}
 			}
 		}
@@ -602,7 +640,7 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 	// The per-pod series are checked only where what the exporter saw
 	// leaves one answer.
 	v.FinalUncertain = len(finals) > 1 || len(v.Loose) > 0
-	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts)*len(pullOpts) {
+	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts)*len(pullOpts)*len(givenUpOpts) {
 		v.Uncertain = append(v.Uncertain, fmt.Sprintf("%d revisions near a fault", len(unsure)))
 	}
 	return v

@@ -102,8 +102,15 @@ func TestOracleSeenEverything(t *testing.T) {
 	if got := out.Count[classSeries(mOverGrace, kata)]; got != 1 {
 		t.Errorf("over grace: got %v, want 1", got)
 	}
-	if len(out.Count) != 1 {
-		t.Errorf("counters: got %v, want only over grace", out.Count)
+	// No Pulled event came for the pod, which ran and was deleted: its
+	// pulls and start-up are given up (pulls_unknown).
+	for _, sli := range []string{"image_pull", "pod_startup"} {
+		if got := out.Count[seriesKey(mSkipped, map[string]string{"reason": "pulls_unknown", "sli": sli})]; got != 1 {
+			t.Errorf("%s pulls_unknown: got %v, want 1", sli, got)
+		}
+	}
+	if len(out.Count) != 3 {
+		t.Errorf("counters: got %v, want only over grace and the pulls given up", out.Count)
 	}
 }
 
@@ -195,6 +202,7 @@ func TestOracleRecreation(t *testing.T) {
 	)
 	oc := config()
 	oc.ClaimClass = map[string]string{"chaos-00/std-00": "standard", "chaos-00/fast-00": "fast"}
+	h = withPull(oc, h)
 	v := oc.judge(h, watchingAll())
 	l := classLabels{"none", "fast,standard"}
 	out := v.Outcomes[0]
@@ -529,8 +537,9 @@ func TestOraclePullNotCounted(t *testing.T) {
 
 	h := withPull(oc, lifecycle("runc", 30, 1))
 	h.Containers, h.HasInit = 2, true
-	if out := oc.judge(h, watchingAll()).Outcomes[0]; len(out.Observe[pull])+len(out.Observe[startup]) != 0 {
-		t.Errorf("init container: got %v", out.Observe)
+	if out := oc.judge(h, watchingAll()).Outcomes[0]; len(out.Observe[pull])+len(out.Observe[startup]) != 0 ||
+		out.Count[seriesKey(mSkipped, map[string]string{"reason": "pulls_unknown", "sli": "pod_startup"})] != 1 {
+		t.Errorf("init container: got %v, %v", out.Observe, out.Count)
 	}
 
 	h = withPull(oc, lifecycle("runc", 30, 1))
@@ -554,6 +563,34 @@ func TestOraclePullNotCounted(t *testing.T) {
 	for _, out := range v.Outcomes {
 		if len(out.Observe[pull]) != 1 || len(out.Observe[startup]) != 0 {
 			t.Errorf("seen running only when deleted: got %v", out.Observe)
+		}
+	}
+}
+
+// TestOraclePullsGivenUp: pulls that cannot all come are given up
+// pullsWait after the containers ran: not before, maybe after (the
+// exporter's wait starts when it sees them, and again at a restart).
+func TestOraclePullsGivenUp(t *testing.T) {
+	unknown := seriesKey(mSkipped, map[string]string{"reason": "pulls_unknown", "sli": "pod_startup"})
+	for _, tc := range []struct {
+		end      float64
+		outcomes []float64
+	}{
+		{end: 2 + pullsWait.Seconds() - 1, outcomes: []float64{0}},
+		{end: 2 + pullsWait.Seconds(), outcomes: []float64{0, 1}},
+	} {
+		oc := config()
+		oc.End = at(tc.end)
+		h := lifecycle("runc", 30, 1)
+		h.Removed = time.Time{}
+		v := oc.judge(h, watchingAll())
+		var got []float64
+		for _, out := range v.Outcomes {
+			got = append(got, out.Count[unknown])
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, tc.outcomes) {
+			t.Errorf("end %v s: pulls_unknown per outcome %v, want %v (uncertain %v)", tc.end, got, tc.outcomes, v.Uncertain)
 		}
 	}
 }
