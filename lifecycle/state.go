@@ -433,6 +433,14 @@ type State struct {
 	// Startup is the start-up SLI in milliseconds, valid once Pulls has
 	// StartupMeasured.
 	Startup int32
+	// DeletionGrace is the grace period of the first deletion request
+	// (DeletionRequested), in seconds: the kubelet kills at
+	// DeletionRequested + DeletionGrace whatever the API server later does
+	// to deletionTimestamp (now, on the kubelet's final grace-0 delete;
+	// earlier, on a second, shorter delete). 0 for a grace-0 request, and
+	// in a record of a release before it was kept. Here, in the 4 bytes
+	// before Skipped that alignment left free.
+	DeletionGrace int32
 
 	// Skipped holds the skips already counted.
 	Skipped SkipSet

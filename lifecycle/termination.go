@@ -18,6 +18,7 @@ func (c *stepper) termination() {
 		}
 		requested := c.pod.DeletionTimestamp.Unix() - grace
 		c.next.DeletionRequested = requested
+		c.next.DeletionGrace = Seconds32(grace)
 		c.next.DeletionPrecise = c.precise(requested)
 		if c.next.Scheduled != 0 && c.next.FirstSandboxReady == 0 && c.cfg.pastTimeout(c.next.Scheduled, requested) {
 			// Deleted while still waiting for its first sandbox, past the
@@ -47,11 +48,18 @@ func (c *stepper) termination() {
 	// A sandbox down after it was last ready and after the deletion was
 	// seen, yet before the request by the clocks, is a kubelet clock behind
 	// the API server's (NegativeDuration). The grace period ends at the
-	// current deletionTimestamp, which a second, shorter delete may have
-	// moved earlier. At one-second precision, a sandbox torn down in the
-	// second the grace period ends may or may not be over it; a container
-	// the kubelet had to SIGKILL at or after that end says it was.
-	end := c.pod.DeletionTimestamp.Unix()
+	// first request plus its grace, as the kubelet keeps it: the current
+	// deletionTimestamp is now after the kubelet's final grace-0 delete,
+	// and earlier after a second, shorter delete. A record without the
+	// grace (a grace-0 request, or written by a release before) takes the
+	// current deletionTimestamp, as before. At one-second precision, a
+	// sandbox torn down in the second the grace period ends may or may not
+	// be over it; a container the kubelet had to SIGKILL at or after that
+	// end says it was.
+	end := c.next.DeletionRequested + int64(c.next.DeletionGrace)
+	if c.next.DeletionGrace == 0 {
+		end = max(end, c.pod.DeletionTimestamp.Unix())
+	}
 	overGrace := down > end || (c.pod.ContainerKilled != 0 && c.pod.ContainerKilled >= end)
 	s := between(c.next.DeletionRequested, c.next.DeletionPrecise, down, c.precise(down))
 	c.measure(Termination, s, c.tooOldUnseen, func(d int64) {

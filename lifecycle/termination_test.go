@@ -105,7 +105,24 @@ func TestTermination(t *testing.T) {
 			},
 			vanish: true,
 			want:   []float64{12},
-			// The second delete moved the deadline to 15:33:58.
+			// The second delete moved deletionTimestamp to 15:33:58, but
+			// the kubelet keeps the first grace, to 15:34:17 (on the real
+			// node it killed a pod 10 s after a delete of grace 10 that a
+			// delete of grace 2 followed 1.6 s later): the sandbox went
+			// within it.
+			overGrace: []bool{false},
+		},
+		{
+			name: "the kubelet's final grace-0 delete does not move the grace period's end",
+			snaps: []snapshot{
+				{"2022-12-06T12:33:50Z", running},
+				{"2022-12-06T15:33:47Z", deleting(t, running, "2022-12-06T15:33:47Z", 2)},
+				// The sandbox False first seen in the update of the
+				// kubelet's final delete: deletionTimestamp now, grace 0.
+				{"2022-12-06T15:33:53Z", deleting(t, down("2022-12-06T15:33:52Z"), "2022-12-06T15:33:53Z", 0)},
+			},
+			vanish:    true,
+			want:      []float64{5},
 			overGrace: []bool{true},
 		},
 		{

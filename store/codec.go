@@ -267,6 +267,8 @@ var podFields = []podField{
 		intField(25, "startup_before_pulls", "milliseconds, zigzag", func(s *lifecycle.State) *int32 { return &s.StartupBeforePulls })),
 	unlessInSlot(slotPullsInit,
 		uintField(26, "image_pull_init", "milliseconds", func(s *lifecycle.State) *uint32 { return &s.ImagePullInit })),
+	// Issue 35: the first deletion's grace period, for over-grace.
+	secondsField(27, "deletion_grace", func(s *lifecycle.State) *int32 { return &s.DeletionGrace }),
 }
 
 // timeField is a time in Unix seconds, written as its delta from

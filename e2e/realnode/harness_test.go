@@ -168,12 +168,13 @@ type podTruth struct {
 	restarts int32
 	started  time.Time
 	// The first deletion request seen (deletionTimestamp minus the grace
-	// period), and the current deletionTimestamp.
+	// period), and the end of its grace period: the first
+	// deletionTimestamp seen. The kubelet kills at that end, though the
+	// API server moves deletionTimestamp (to now on a second, shorter
+	// delete past its end, and on the kubelet's final grace-0 delete).
 	requested, deadline time.Time
-	// sandboxGone is the first sandbox False at or after the request, and
-	// goneDeadline the deletionTimestamp of that update: the kubelet's
-	// final delete (grace 0) moves deletionTimestamp later.
-	sandboxGone, goneDeadline time.Time
+	// sandboxGone is the first sandbox False at or after the request.
+	sandboxGone time.Time
 	// killed is set when a container ended with the kubelet's SIGKILL
 	// (exit code 137, not OOMKilled); finished is when it ended.
 	killed   bool
@@ -241,9 +242,9 @@ func (tr *truth) observe(obj any, deleted bool) {
 	if dt := pod.DeletionTimestamp; dt != nil && pod.DeletionGracePeriodSeconds != nil {
 		if p.requested.IsZero() {
 			p.requested = dt.Add(-time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second)
+			p.deadline = dt.Time
 			p.note(seenRequested, at)
 		}
-		p.deadline = dt.Time
 	}
 	for _, c := range pod.Status.Conditions {
 		switch {
@@ -264,7 +265,7 @@ func (tr *truth) observe(obj any, deleted bool) {
 			}
 		case c.Type == sandboxCondition && c.Status == corev1.ConditionFalse:
 			if !p.requested.IsZero() && p.sandboxGone.IsZero() && !c.LastTransitionTime.Time.Before(p.requested) {
-				p.sandboxGone, p.goneDeadline = c.LastTransitionTime.Time, p.deadline
+				p.sandboxGone = c.LastTransitionTime.Time
 				p.note(seenGone, at)
 			}
 		}

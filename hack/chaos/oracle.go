@@ -235,7 +235,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 	userError := o.UserError[h.UID]
 	var (
 		scheduled, firstSandbox, lastSandbox, firstReady int64
-		deletionRequested                                int64
+		deletionRequested, deletionGrace                 int64
 		terminationDone, excluded                        bool
 		// lateTimeout: the first sandbox, or the deletion of a pod still
 		// waiting for it, came past the timeout (docs/metrics.md), whether
@@ -378,7 +378,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		// newer than its last readiness.
 		if r.Deletion != 0 && !terminationDone {
 			if deletionRequested == 0 {
-				deletionRequested = r.Deletion - r.Grace
+				deletionRequested, deletionGrace = r.Deletion-r.Grace, r.Grace
 				if firstSandbox == 0 && scheduled != 0 && deletionRequested-scheduled > int64(o.Timeout/time.Second) {
 					lateTimeout = true
 				}
@@ -395,10 +395,16 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 					skip("termination", "negative_duration")
 				} else {
 					observe(mTermination, down-deletionRequested)
-					// docs/metrics.md: a sandbox down in the very second
-					// the grace period ends is over it when a container
-					// shows the kubelet's kill at or after that second.
-					if down > r.Deletion || (r.Killed != 0 && r.Killed >= r.Deletion) {
+					// docs/metrics.md: the grace period ends at the first
+					// request plus its grace (the current deletionTimestamp
+					// for a grace-0 request); a sandbox down in the very
+					// second it ends is over it when a container shows the
+					// kubelet's kill at or after that second.
+					end := deletionRequested + deletionGrace
+					if deletionGrace == 0 {
+						end = max(end, r.Deletion)
+					}
+					if down > end || (r.Killed != 0 && r.Killed >= end) {
 						count(mOverGrace)
 					}
 				}

@@ -794,3 +794,46 @@ func TestJudgeRunNamesAContradiction(t *testing.T) {
 		t.Errorf("failures %v: the contradiction is not named", res.Failures)
 	}
 }
+
+// TestOracleGraceEndsWithTheFirstRequest: the grace period ends at the
+// first request plus its grace, where the kubelet kills, though the
+// kubelet's final grace-0 delete moves deletionTimestamp to now and a
+// second, shorter delete moves it earlier (docs/metrics.md).
+func TestOracleGraceEndsWithTheFirstRequest(t *testing.T) {
+	overGrace := classSeries(mOverGrace, classLabels{"runc", "none"})
+	for _, tc := range []struct {
+		name  string
+		steps []step
+		want  float64
+	}{
+		{"the sandbox first seen down at the grace-0 delete", []step{
+			{100, deletion(100, 2)},
+			{105.1, func(r *revision) {
+				sandbox("False", 104)(r)
+				r.Deletion, r.Grace = t0+105, 0
+			}},
+		}, 1},
+		{"a second, shorter delete, the sandbox down within the first grace", []step{
+			{100, deletion(100, 30)},
+			{110, deletion(109, 1)},
+			{113.1, func(r *revision) { sandbox("False", 113)(r) }},
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := build("runc", nil, append([]step{
+				{0, sched(0)},
+				{1.1, sandbox("True", 1)},
+				{2.1, running(2)},
+				{4.1, ready("True", 4)},
+			}, tc.steps...)...)
+			h.Removed = at(120)
+			v := config().judge(h, watchingAll())
+			if len(v.Outcomes) != 1 {
+				t.Fatalf("want one outcome, got %d (uncertain %v)", len(v.Outcomes), v.Uncertain)
+			}
+			if got := v.Outcomes[0].Count[overGrace]; got != tc.want {
+				t.Errorf("over grace: got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
