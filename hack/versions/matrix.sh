@@ -13,10 +13,12 @@ cache=${XDG_CACHE_HOME:-$HOME/.cache}/podslo/testbin
 default=$(sed -n 's|^[[:space:]]*k8s.io/kubernetes \(v[^ ]*\).*|\1|p' hack/tools/go.mod | head -n 1)
 versions=("$@")
 ((${#versions[@]})) || versions=(v1.33.13 v1.34.4 v1.35.4 v1.36.3 "$default")
-# kube-proxy --cleanup of 1.33 removes the IPVS mode's ipsets too, and
-# fails without the ipset command (the real-node harness runs it after
-# each test); 1.37's does not need it.
-command -v ipset >/dev/null || { echo "make test-versions needs ipset (apt-get install ipset)" >&2; exit 1; }
+# kube-proxy --cleanup of 1.33 removes the IPVS mode's ipsets and the
+# nftables mode's tables too, and fails without the ipset and nft commands
+# (the real-node harness runs it after each test); 1.37's needs neither.
+for cmd in ipset nft; do
+  command -v $cmd >/dev/null || { echo "make test-versions needs ipset and nft (apt-get install ipset nftables)" >&2; exit 1; }
+done
 mkdir -p hack/versions/results
 make -s runtimebin image
 for v in "${versions[@]}"; do
