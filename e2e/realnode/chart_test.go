@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -93,6 +94,11 @@ func TestChartOnARealNode(t *testing.T) {
 		// No registry is reachable: the imported image or nothing.
 		"--set", "image.pullPolicy=Never",
 		"--set", "exporter.persistence.storageClassName="+chartClass)
+	if !chartSupports(t, version) {
+		// make test-versions runs older minors than the chart claims.
+		refusedByKubeVersion(t, err, out, version)
+		return
+	}
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(out, rel), "helm install's output: %s", out)
 	require.Equal(t, "deployed", rel.Info.Status)
@@ -404,4 +410,33 @@ func logChartPods(t *testing.T, node *realnode.Node) {
 			}
 		}
 	}
+}
+
+// chartKubeVersion is the chart's kubeVersion range, a span of minors.
+var chartKubeVersion = regexp.MustCompile(`(?m)^kubeVersion: ">=1\.(\d+)\.0-0 <1\.(\d+)\.0-0"$`)
+
+// chartSupports reports whether charts/podslo's kubeVersion admits the
+// Kubernetes version (v1.37.2).
+func chartSupports(t *testing.T, version string) bool {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(charts.ChartDir(), "Chart.yaml"))
+	require.NoError(t, err)
+	m := chartKubeVersion.FindSubmatch(raw)
+	require.NotNil(t, m, "charts/podslo/Chart.yaml: a kubeVersion of the form \">=1.A.0-0 <1.B.0-0\"")
+	from, err := strconv.Atoi(string(m[1]))
+	require.NoError(t, err)
+	below, err := strconv.Atoi(string(m[2]))
+	require.NoError(t, err)
+	minor := kubeletMinor(t)
+	require.Contains(t, version, fmt.Sprintf("v1.%d.", minor))
+	return minor >= from && minor < below
+}
+
+// refusedByKubeVersion checks that helm refused the chart on a version
+// outside its kubeVersion, with Helm's own error, as the README promises.
+func refusedByKubeVersion(t *testing.T, err error, out []byte, version string) {
+	t.Helper()
+	require.Error(t, err, "helm installed the chart on %s, outside its kubeVersion: %s", version, out)
+	require.Contains(t, err.Error(), "chart requires kubeVersion", "helm's refusal on %s", version)
+	t.Logf("%s: helm refused the chart, as its kubeVersion says: %v", version, err)
 }

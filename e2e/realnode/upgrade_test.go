@@ -137,6 +137,14 @@ func chartUpgradeAndRollback(t *testing.T, operator bool) {
 		r.objects = decodeAll(t, []byte(r.Manifest))
 		return r
 	}
+	if !chartSupports(t, version) {
+		// 0.1.0 claimed 1.30 on; this chart does not: the upgrade is
+		// refused and 0.1.0 runs on.
+		args := append([]string{"upgrade", chartRelease, charts.ChartDir(), "--output", "json"}, readme...)
+		out, err := charts.Run(helm, args...)
+		refusedByKubeVersion(t, err, out, version)
+		return
+	}
 	upgraded := upgrade()
 	assertOperatorObjects(t, upgraded, operator, version)
 	m := regexpNotesSelector.FindStringSubmatch(upgraded.Info.Notes)
