@@ -285,8 +285,16 @@ func waitRefused(t *testing.T, node *realnode.Node, version string, replaced typ
 		}
 		return false
 	})
-	logs, err := node.Client.CoreV1().Pods(chartNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name, Previous: true}).DoRaw(context.Background())
-	require.NoError(t, err)
+	// The previous container's log can be gone for a moment while the
+	// kubelet restarts the crashing container (1.34.4 answered "unable to
+	// retrieve container logs" for it): every run of 0.1.0 refuses the
+	// same way, so the next previous one will do.
+	var logs []byte
+	var err error
+	require.Eventually(t, func() bool {
+		logs, err = node.Client.CoreV1().Pods(chartNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name, Previous: true}).DoRaw(context.Background())
+		return err == nil && !strings.Contains(string(logs), "unable to retrieve container logs")
+	}, time.Minute, time.Second, "the refusing container's log: %s %v", logs, err)
 	return string(logs)
 }
 
