@@ -3,6 +3,7 @@ package realnode_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -285,17 +286,28 @@ func waitRefused(t *testing.T, node *realnode.Node, version string, replaced typ
 		}
 		return false
 	})
-	// The previous container's log can be gone for a moment while the
-	// kubelet restarts the crashing container (1.34.4 answered "unable to
-	// retrieve container logs" for it): every run of 0.1.0 refuses the
-	// same way, so the next previous one will do.
-	var logs []byte
-	var err error
+	// The refusal, from the container log files the kubelet wrote for the
+	// pod (one per run, under the node's podLogsDir). Through the API
+	// server, 1.34.4 and 1.35.4 answered "unable to retrieve container
+	// logs" for the previous container, while 1.37.2 served it; the files
+	// are the same on every version.
+	dir := filepath.Join(node.Dir(), "pod-logs", fmt.Sprintf("%s_%s_%s", chartNamespace, pod.Name, pod.UID), pod.Spec.Containers[0].Name)
+	var logs strings.Builder
 	require.Eventually(t, func() bool {
-		logs, err = node.Client.CoreV1().Pods(chartNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name, Previous: true}).DoRaw(context.Background())
-		return err == nil && !strings.Contains(string(logs), "unable to retrieve container logs")
-	}, time.Minute, time.Second, "the refusing container's log: %s %v", logs, err)
-	return string(logs)
+		logs.Reset()
+		files, err := filepath.Glob(filepath.Join(dir, "*.log"))
+		if err != nil {
+			return false
+		}
+		for _, f := range files {
+			raw, err := os.ReadFile(f)
+			if err == nil {
+				logs.Write(raw)
+			}
+		}
+		return logs.Len() > 0
+	}, time.Minute, time.Second, "no log of the refusing container in %s", dir)
+	return logs.String()
 }
 
 // observe creates a pod of RuntimeClass runc and waits until the exporter
