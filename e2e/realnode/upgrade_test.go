@@ -138,12 +138,12 @@ func chartUpgradeAndRollback(t *testing.T, operator bool) {
 		r.objects = decodeAll(t, []byte(r.Manifest))
 		return r
 	}
-	if !chartSupports(t, version) {
+	if !chartSupports(t) {
 		// 0.1.0 claimed 1.30 on; this chart does not: the upgrade is
 		// refused and 0.1.0 runs on.
 		args := append([]string{"upgrade", chartRelease, charts.ChartDir(), "--output", "json"}, readme...)
 		out, err := charts.Run(helm, args...)
-		refusedByKubeVersion(t, err, out, version)
+		refusedByKubeVersion(t, err, out)
 		return
 	}
 	upgraded := upgrade()
