@@ -121,7 +121,7 @@ var Table = []SLI{
 				Kind: lifecycle.Terminated, When: func(o lifecycle.Observation) bool { return o.OverGrace },
 				Store: "terminations_over_grace",
 				Name:  "podslo_pod_terminations_over_grace_total", Type: Counter, Stability: Alpha,
-				Help: "Terminations that ended after the pod's deletionTimestamp, i.e. took longer than their grace period.",
+				Help: "Terminations that ended after the first deletion request plus its grace period, i.e. took longer than the grace the kubelet kept.",
 			},
 		},
 		PerPod: []*PodSeries{
