@@ -312,6 +312,9 @@ func (w *Watcher) processPodDelta(pw *podWatch, d cache.Delta) {
 			w.log.Error("Ignoring unexpected object in the pod watch", "type", fmt.Sprintf("%T", d.Object))
 			return
 		}
+		// A list's pods come as Replaced, whether the reflector listed or
+		// streamed the list (WatchList): they show only the current state.
+		pod.Listed = d.Type == cache.Replaced
 		event, was := keys.set(key, pod.UID)
 		if was != "" && was != pod.UID {
 			// A relist (Replaced) shows the name with a new UID: the old pod

@@ -83,3 +83,28 @@ func TestPodKeys(t *testing.T) {
 	assert.False(t, ok)
 	assert.Zero(t, k.len())
 }
+
+// listedRecorder records whether each pod handed on came from a list.
+type listedRecorder struct {
+	recorder
+	listed []bool
+}
+
+func (r *listedRecorder) Pod(p *lifecycle.Pod) { r.listed = append(r.listed, p.Listed) }
+
+// A list's pods, which show only the current state, are marked Listed; a
+// watch's, which show every change, are not (lifecycle's
+// restarted_before_seen reads it). A later watch event of a listed pod
+// is a watch's again.
+func TestListedPods(t *testing.T) {
+	rec := &listedRecorder{}
+	w, err := New(fake.NewClientset(), rec, Options{})
+	require.NoError(t, err)
+	w.classes = *resolver(t)
+	pw := newPodWatch("", nil)
+	w.processPodDelta(pw, cache.Delta{Type: cache.Replaced, Object: podNamed("web", "w1")})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Updated, Object: podNamed("web", "w1")})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Added, Object: podNamed("db", "d1")})
+	w.processPodDelta(pw, cache.Delta{Type: cache.Replaced, Object: podNamed("db", "d1")})
+	assert.Equal(t, []bool{true, false, false, true}, rec.listed)
+}

@@ -12,7 +12,7 @@ import (
 func TestPersistedEnumValues(t *testing.T) {
 	slis := map[SLI]uint8{SandboxCreation: 0, Termination: 1, Readiness: 2, StartupPhase: 3, Stabilization: 4, ImagePull: 5, PodStartup: 6}
 	reasons := map[Reason]uint8{TooOld: 0, NegativeDuration: 1, NoScheduledCondition: 2, InvalidCondition: 3,
-		Vanished: 4, TerminatedBeforeDelete: 5, NoContainerStarted: 6, RecreatedBeforeSeen: 7, ImagePullFailed: 8, NotSchedulable: 9, PullsUnknown: 10}
+		Vanished: 4, TerminatedBeforeDelete: 5, NoContainerStarted: 6, RecreatedBeforeSeen: 7, ImagePullFailed: 8, NotSchedulable: 9, PullsUnknown: 10, RestartedBeforeSeen: 11}
 	phases := map[Phase]uint8{PhaseScheduling: 0, PhaseSandbox: 1, PhaseInit: 2, PhaseContainers: 3, PhaseReadiness: 4, PhaseTotal: 5}
 	for v, want := range slis {
 		assert.Equal(t, want, uint8(v), "SLI %s", v)

@@ -47,6 +47,11 @@ type Pod struct {
 	// restartCount above 0. A lost sandbox's re-creation restarts every
 	// container (sandbox.go).
 	ContainersRestarted bool
+	// Listed: this object came from a list (a first list, or a relist
+	// after an outage or an expired watch), which shows only a pod's
+	// current state, not from a watch event, which shows every change in
+	// turn (readiness.go, restartedUnseen).
+	Listed bool
 	// Containers and InitContainers count the pod spec's containers and
 	// init containers: each has its image pulled, or found present, once
 	// before it first starts (pulls.go). ContainersRunning counts the

@@ -37,6 +37,15 @@ func (c *stepper) readiness() {
 	}
 	readyAt := ready.LastTransitionTime
 	c.next.FirstReady = readyAt
+	if _, unseen := c.startupUnseen(readyAt); !unseen && c.restartedUnseen() {
+		// The phases that end with Ready, and Ready itself, may end at a
+		// restart's Ready, and the containers' start may be the restart's.
+		// The first Stable follows from this Ready (stability.go).
+		c.next.Phases = c.next.Phases.With(PhaseContainers).With(PhaseReadiness).With(PhaseTotal)
+		c.skipOnce(Skip{StartupPhase, RestartedBeforeSeen})
+		c.skipOnce(Skip{Readiness, RestartedBeforeSeen})
+		return
+	}
 	started := c.pod.ContainersStarted
 
 	// Containers start after the sandbox and, with init containers, after
@@ -84,4 +93,18 @@ func (c *stepper) containerStart() {
 		c.next.ContainerStart = started
 		c.next.ContainerStartPrecise = c.precise(started)
 	}
+}
+
+// restartedUnseen reports whether this update, which first shows a
+// start-up's end (Ready, or every container running), may show a restart
+// instead (RestartedBeforeSeen): it came from a list (Pod.Listed), and a
+// container has restarted. A watch delivers every change, so it shows the
+// end when it happens, restarts before it included; a list shows only the
+// newest start, and Ready's newest transition, and podslo cannot tell
+// whether the pod was running, or Ready, before the restart. A readiness
+// flap without a restart leaves no trace in the status: a pod first seen
+// from a list after one is measured to the flap's Ready
+// (docs/metrics.md).
+func (c *stepper) restartedUnseen() bool {
+	return c.pod.Listed && c.pod.ContainersRestarted
 }

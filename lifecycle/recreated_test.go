@@ -140,3 +140,78 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 		assert.Equal(t, int32(2), next.SandboxCreation)
 	})
 }
+
+// What a list (a fresh state, a relist after an outage) first shows of a
+// pod whose container restarted in the same sandbox: the running start
+// and Ready's transition are the restart's, the first ones gone from the
+// status (issue 35, item 3).
+func TestFirstSightOfARestartedContainer(t *testing.T) {
+	created := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	at := func(s int) int64 { return created.Add(time.Duration(s) * time.Second).Unix() }
+	cfg := &Config{}
+	now := created.Add(3 * time.Minute)
+	// Scheduled at once, sandbox at 2 s, the container first started at
+	// 3 s, crashed, and runs again since 40 s, Ready at 41 s.
+	pod := func(restarted bool, listed bool) *Pod {
+		return &Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "p", CreationTimestamp: metav1.NewTime(created)},
+			Conditions: []Condition{
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: at(0)},
+				{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: at(2)},
+				{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: at(41)},
+			},
+			Containers: 1, ContainersRunning: 1, ContainersStarted: at(40), FirstContainerStart: at(3),
+			ContainersRestarted: restarted, Listed: listed,
+		}
+	}
+	restarted := func(sli SLI) Skip { return Skip{sli, RestartedBeforeSeen} }
+	stable := func(p *Pod, s int) *Pod {
+		q := *p
+		q.Conditions = append(append([]Condition(nil), p.Conditions...), Condition{Type: DefaultStableConditionType, Status: corev1.ConditionTrue, LastTransitionTime: at(s)})
+		return &q
+	}
+
+	t.Run("from a list: the start-up SLIs that end at a restart are skipped", func(t *testing.T) {
+		next, out := Step(now, pod(true, true), Inputs{}, State{}, cfg)
+		assert.Contains(t, out.Observations, Observation{Kind: SandboxCreated, Seconds: 2}, "the sandbox is the first: no restart moves it")
+		assert.Contains(t, out.Observations, Observation{Kind: PhaseDone, Phase: PhaseScheduling})
+		assert.NotContains(t, out.Observations, Observation{Kind: BecameReady, Seconds: 1})
+		assert.ElementsMatch(t, []Skip{restarted(Readiness), restarted(StartupPhase), restarted(PodStartup)}, out.Skips)
+		assert.False(t, next.HasReadiness)
+		assert.True(t, next.Pulls.Has(StartupDone))
+		assert.False(t, next.Pulls.Has(StartupMeasured))
+		for _, o := range out.Observations {
+			assert.NotEqual(t, StartedUp, o.Kind)
+			assert.False(t, o.Kind == PhaseDone && o.Phase != PhaseScheduling && o.Phase != PhaseSandbox, "phase %v", o.Phase)
+		}
+		// The first Stable, later, from a current watch: it follows the
+		// Ready podslo could not tell from a restart's.
+		p := stable(pod(true, false), 45)
+		_, out = Step(now, p, Inputs{}, next, cfg)
+		assert.Equal(t, []Skip{restarted(Stabilization)}, out.Skips)
+		assert.Empty(t, out.Observations)
+	})
+
+	t.Run("from a watch: the restart happened before the end, which is the pod's", func(t *testing.T) {
+		next, out := Step(now, pod(true, false), Inputs{}, State{}, cfg)
+		assert.Empty(t, out.Skips)
+		assert.Contains(t, out.Observations, Observation{Kind: BecameReady, Seconds: 1})
+		assert.True(t, next.Pulls.Has(StartupEndSeen))
+		_, out = Step(now, stable(pod(true, false), 45), Inputs{}, next, cfg)
+		assert.Equal(t, []Observation{{Kind: Stabilized, Seconds: 4}}, out.Observations)
+	})
+
+	t.Run("from a list without a restart: measured", func(t *testing.T) {
+		_, out := Step(now, pod(false, true), Inputs{}, State{}, cfg)
+		assert.Empty(t, out.Skips)
+		assert.Contains(t, out.Observations, Observation{Kind: BecameReady, Seconds: 1})
+	})
+
+	t.Run("first seen too late: too_old, as before", func(t *testing.T) {
+		_, out := Step(created.Add(48*time.Hour), pod(true, true), Inputs{}, State{}, cfg)
+		assert.Contains(t, out.Skips, Skip{Readiness, TooOld})
+		assert.Contains(t, out.Skips, Skip{PodStartup, TooOld})
+		assert.NotContains(t, out.Skips, restarted(Readiness))
+		assert.NotContains(t, out.Skips, restarted(PodStartup))
+	})
+}

@@ -40,6 +40,10 @@ func (c *stepper) firstStable(at int64) {
 	case ready == 0:
 		// Stable without a Ready podslo saw: nothing to measure from.
 		c.skipOnce(Skip{Stabilization, InvalidCondition})
+	case c.next.Skipped.Has(Skip{Readiness, RestartedBeforeSeen}):
+		// The first Ready podslo saw may have been a restart's: the skip,
+		// persisted with the state, is the mark.
+		c.skipOnce(Skip{Stabilization, RestartedBeforeSeen})
 	default:
 		c.measure(Stabilization, between(ready, 0, at, 0), c.startupUnseen, func(d int64) {
 			c.next.Stabilization, c.next.HasStabilization = Seconds32(d), true

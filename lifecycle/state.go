@@ -106,10 +106,17 @@ const (
 	// can be measured; they are given up when the pod goes, or
 	// PullsWait after its containers were first seen running.
 	PullsUnknown Reason = 10
+	// RestartedBeforeSeen: the first update podslo saw with every
+	// container running, or with Ready, came from a list (a first install,
+	// a lost state, a relist after an outage) and a container had already
+	// restarted: the running containers' start times, and Ready's, may be
+	// those of the restart, not of the pod's start-up, and the first ones
+	// are gone from the status.
+	RestartedBeforeSeen Reason = 11
 
 	// numReasons is one past the last Reason; as for SLI, the values are
 	// persisted and only ever appended.
-	numReasons = PullsUnknown + 1
+	numReasons = RestartedBeforeSeen + 1
 )
 
 func (r Reason) String() string {
@@ -136,6 +143,8 @@ func (r Reason) String() string {
 		return "not_schedulable"
 	case PullsUnknown:
 		return "pulls_unknown"
+	case RestartedBeforeSeen:
+		return "restarted_before_seen"
 	}
 	return fmt.Sprintf("reason(%d)", uint8(r))
 }

@@ -211,9 +211,19 @@ type choices struct {
 	// PullsGivenUp: the exporter gave up the pulls of a pod alive at the
 	// end, lifecycle.PullsWait after it saw the containers running.
 	PullsGivenUp bool
+	// Listed says which revisions the exporter saw from a list rather than
+	// a watch event; nil means none.
+	Listed []bool
 }
 
 func (c *choices) saw(i int) bool { return c.Seen == nil || c.Seen[i] }
+
+// listedRestart reports whether revision r, the i-th, reached the exporter
+// from a list showing a container restarted: the start-up end it first
+// shows may be the restart's (docs/metrics.md, restarted_before_seen).
+func (c *choices) listedRestart(i int, r *revision) bool {
+	return c.Listed != nil && c.Listed[i] && r.Restarts > 0
+}
 
 // walk applies the documented semantics, in order, to the revisions of h
 // the exporter saw under ch (the watch delivers every revision, a relist
@@ -243,7 +253,10 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		lateTimeout bool
 		// notSchedulable: a revision the exporter saw had PodScheduled=False.
 		notSchedulable bool
-		recreations    int64
+		// startupRestarted: the start-up's end was first seen from a list
+		// after a container restart.
+		startupRestarted bool
+		recreations      int64
 		// startupEnd: the newest container start of the first revision
 		// the exporter saw with the container running and no deletion
 		// requested, the end of the start-up SLI in whole seconds.
@@ -347,9 +360,19 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		}
 		if startupEnd == 0 && r.Started != 0 && r.Deletion == 0 {
 			startupEnd = r.Started
+			startupRestarted = ch.listedRestart(i, r)
 		}
 		// Readiness, once: the first Ready=True.
-		if firstReady == 0 && r.Ready.isTrue() && r.Ready.Time != 0 {
+		switch {
+		case firstReady != 0 || !r.Ready.isTrue() || r.Ready.Time == 0:
+		case ch.listedRestart(i, r):
+			firstReady = r.Ready.Time
+			for _, p := range []string{"containers", "readiness", "total"} {
+				phases[p] = true
+			}
+			skip("startup_phase", "restarted_before_seen")
+			skip("readiness", "restarted_before_seen")
+		default:
 			readyAt := r.Ready.Time
 			firstReady = readyAt
 			from := firstSandbox
@@ -425,7 +448,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		observeSeconds(mPull, pull, "cache", cache)
 		// The start-up SLI: creation to the containers running, less
 		// the pull; not for a pod blocked by a missing Secret.
-		if startupEnd != 0 && !userError && !notSchedulable {
+		if startupEnd != 0 && !userError && !notSchedulable && !startupRestarted {
 			v := float64(startupEnd-h.Created) - pull
 			if v < 0 {
 				skip("pod_startup", "negative_duration")
@@ -435,8 +458,11 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 			}
 		}
 	}
-	if notSchedulable && startupEnd != 0 {
+	switch {
+	case notSchedulable && startupEnd != 0:
 		skip("pod_startup", "not_schedulable")
+	case startupRestarted:
+		skip("pod_startup", "restarted_before_seen")
 	}
 	gone := !h.Removed.IsZero() && !h.Removed.After(o.End)
 	// Pulls that never all came (kwok's one Pulled event names no
@@ -449,7 +475,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 	pullsCome := hasPull && h.Containers == 1 && !ch.PullMissed
 	if !pullsCome && startupEnd != 0 && (gone || ch.PullsGivenUp) {
 		skip("image_pull", "pulls_unknown")
-		if !userError && !notSchedulable {
+		if !userError && !notSchedulable && !startupRestarted {
 			skip("pod_startup", "pulls_unknown")
 		}
 	}
@@ -619,6 +645,29 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		}
 	}
 
+	// A revision showing a restart and a start-up's end may have reached
+	// the exporter from a list (restarted_before_seen) unless it was
+	// written while the exporter watched: a watch delivers every change.
+	// After an exporter restart it is listed; after an outage the watch
+	// may resume or list again.
+	var surely, maybe []bool
+	for i := range h.Revs {
+		r := &h.Revs[i]
+		if r.Restarts == 0 || (r.Started == 0 && !r.Ready.isTrue()) || t.watchedAt(r.At) {
+			continue
+		}
+		if maybe == nil {
+			surely, maybe = make([]bool, len(h.Revs)), make([]bool, len(h.Revs))
+		}
+		maybe[i] = true
+		surely[i] = t.surelyListed(r.At)
+	}
+	listedOpts := [][]bool{surely}
+	if !slices.Equal(surely, maybe) {
+		listedOpts = append(listedOpts, maybe)
+		v.Uncertain = append(v.Uncertain, "restart listed")
+	}
+
 	seen := make([]bool, len(base))
 	distinct := map[string]bool{}
 	finals := map[string]bool{}
@@ -630,14 +679,16 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		for _, to := range timeoutOpts {
 			for _, missed := range pullOpts {
 				for _, givenUp := range givenUpOpts {
-					out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to, PullMissed: missed, PullsGivenUp: givenUp})
-					if k := out.key(); !distinct[k] {
-						distinct[k] = true
-						v.Outcomes = append(v.Outcomes, out)
-					}
-					if k := fin.key(); !finals[k] {
-						finals[k] = true
-						v.Final = fin
+					for _, listed := range listedOpts {
+						out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to, PullMissed: missed, PullsGivenUp: givenUp, Listed: listed})
+						if k := out.key(); !distinct[k] {
+							distinct[k] = true
+							v.Outcomes = append(v.Outcomes, out)
+						}
+						if k := fin.key(); !finals[k] {
+							finals[k] = true
+							v.Final = fin
+						}
 					}
 				}
 			}
@@ -646,7 +697,7 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 	// The per-pod series are checked only where what the exporter saw
 	// leaves one answer.
 	v.FinalUncertain = len(finals) > 1 || len(v.Loose) > 0
-	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts)*len(pullOpts)*len(givenUpOpts) {
+	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts)*len(pullOpts)*len(givenUpOpts)*len(listedOpts) {
 		v.Uncertain = append(v.Uncertain, fmt.Sprintf("%d revisions near a fault", len(unsure)))
 	}
 	return v

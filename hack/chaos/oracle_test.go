@@ -218,10 +218,11 @@ func TestOracleRecreation(t *testing.T) {
 	// The exporter down from before the first sandbox until after the
 	// crash: it never saw the first sandbox, and takes the re-created one
 	// for the first.
-	blind := &timeline{Watching: []span{{From: at(-10), To: at(0.5)}, {From: at(40)}}, Blind: []span{{From: at(0.6), To: at(39.5)}}, Snapshots: []span{{From: at(39.5), To: at(40)}}}
+	blind := &timeline{Watching: []span{{From: at(-10), To: at(0.5)}, {From: at(40)}}, Blind: []span{{From: at(0.6), To: at(39.5)}},
+		Snapshots: []span{{From: at(39.5), To: at(40)}}, Lists: []span{{From: at(39.5), To: at(40)}}}
 	v = oc.judge(h, blind)
 	if len(v.Outcomes) != 1 || len(v.Loose) > 0 {
-		t.Fatalf("want one certain outcome, got %d (loose %v)", len(v.Outcomes), v.Loose)
+		t.Fatalf("want one certain outcome, got %d (loose %v, uncertain %v)", len(v.Outcomes), v.Loose, v.Uncertain)
 	}
 	out = v.Outcomes[0]
 	if got := out.Count[classSeries(mRecreations, l)]; got != 0 {
@@ -232,6 +233,55 @@ func TestOracleRecreation(t *testing.T) {
 	}
 	if got := v.Ideal.Count[classSeries(mRecreations, l)]; got != 1 {
 		t.Errorf("ideal recreations: got %v, want 1", got)
+	}
+}
+
+// The first Ready, after a restart, reaches the exporter from a new
+// process's list: it may be the restart's, and is skipped
+// (restarted_before_seen); from an outage's snapshot, a resumed watch or a
+// list, either may be.
+func TestOracleRestartListed(t *testing.T) {
+	h := build("", nil,
+		step{0, sched(0)},
+		step{0.1, sandbox("False", 0)},
+		step{1.1, sandbox("True", 1)},
+		step{2.1, running(2)},
+		step{10.1, func(r *revision) { running(10)(r); r.Restarts = 1 }},
+		step{12.1, ready("True", 12)},
+	)
+	oc := config()
+	h = withPull(oc, h)
+	l := classLabels{"none", "none"}
+	restarted := func(sli string) string {
+		return seriesKey(mSkipped, map[string]string{"sli": sli, "reason": "restarted_before_seen"})
+	}
+	down := &timeline{Watching: []span{{From: at(-10), To: at(3)}, {From: at(40)}}, Blind: []span{{From: at(3), To: at(39.5)}},
+		Snapshots: []span{{From: at(39.5), To: at(40)}}, Lists: []span{{From: at(39.5), To: at(40)}}}
+	v := oc.judge(h, down)
+	if len(v.Outcomes) != 1 {
+		t.Fatalf("want one outcome, got %d (uncertain %v)", len(v.Outcomes), v.Uncertain)
+	}
+	out := v.Outcomes[0]
+	if out.Count[restarted("readiness")] != 1 || out.Count[restarted("startup_phase")] != 1 {
+		t.Errorf("readiness and phases not skipped: %v", out.Count)
+	}
+	if got := out.Observe[classSeries(mReadiness, l)]; len(got) != 0 {
+		t.Errorf("readiness observed: %v", got)
+	}
+	if out.Count[restarted("pod_startup")] != 0 {
+		t.Errorf("the start-up's end was watched (2 s, before the restart), yet skipped")
+	}
+	// The same from an outage's snapshot: listed or resumed.
+	outage := &timeline{Watching: []span{{From: at(-10), To: at(3)}, {From: at(40)}}, Blind: []span{{From: at(3), To: at(39.5)}},
+		Snapshots: []span{{From: at(39.5), To: at(40)}}}
+	v = oc.judge(h, outage)
+	if len(v.Outcomes) != 2 || !slices.Contains(v.Uncertain, "restart listed") {
+		t.Fatalf("want both outcomes, got %d (uncertain %v)", len(v.Outcomes), v.Uncertain)
+	}
+	// Watched throughout: measured.
+	v = oc.judge(h, watchingAll())
+	if got := v.Outcomes[0].Observe[classSeries(mReadiness, l)]; len(v.Outcomes) != 1 || len(got) != 1 || got[0] != 2 {
+		t.Errorf("readiness watched: got %v, want [2]", got)
 	}
 }
 
@@ -440,7 +490,7 @@ func TestOracleFinalRevisionOnly(t *testing.T) {
 	}
 	v := config().judge(h, tl)
 	if len(v.Outcomes) != 1 {
-		t.Fatalf("want one outcome, got %d", len(v.Outcomes))
+		t.Fatalf("want one outcome, got %d (uncertain %v)", len(v.Outcomes), v.Uncertain)
 	}
 	skipped := seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "terminated_before_delete"})
 	if got := v.Outcomes[0].Count[skipped]; got != 1 {

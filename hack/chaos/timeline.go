@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"time"
 )
 
@@ -38,6 +39,10 @@ type timeline struct {
 	// server's return and the first sign that the exporter watches again):
 	// a state that lasted the whole span was in the list.
 	Snapshots []span `json:"snapshots"`
+	// Lists are the Snapshots in which a new exporter process listed the
+	// pods (its start to its /readyz); an outage's snapshot may be a
+	// resumed watch instead.
+	Lists []span `json:"lists"`
 	// Checking: the exporter surely ran its timeout check every
 	// checkInterval with its watches current: from /readyz to its death,
 	// less the stretches it logged holding the check (the watches not
@@ -69,6 +74,44 @@ func (t *timeline) seen(a, b time.Time) bool {
 		}
 	}
 	return false
+}
+
+// watchedAt reports whether a change made at at reached the exporter as a
+// watch event: its watch was live then.
+func (t *timeline) watchedAt(at time.Time) bool {
+	for _, s := range t.Watching {
+		if s.overlaps(at, at) {
+			return true
+		}
+	}
+	return false
+}
+
+// surelyListed reports whether a change made at at, while no watch was
+// live, can have reached the exporter only by a new process's list: the
+// first span after it in which the exporter could see anything is one.
+func (t *timeline) surelyListed(at time.Time) bool {
+	var first time.Time
+	listed := false
+	consider := func(spans []span, isList bool) {
+		for _, s := range spans {
+			if !s.To.IsZero() && !s.To.After(at) {
+				continue
+			}
+			from := s.From
+			if from.Before(at) {
+				from = at
+			}
+			if first.IsZero() || from.Before(first) || (from.Equal(first) && !isList) {
+				first, listed = from, isList
+			}
+		}
+	}
+	consider(t.Lists, true)
+	consider(t.Watching, false)
+	// An outage's snapshots only: the Lists are among the Snapshots too.
+	consider(slices.DeleteFunc(slices.Clone(t.Snapshots), func(s span) bool { return slices.Contains(t.Lists, s) }), false)
+	return listed
 }
 
 // unseen reports whether a state that held from a to b was surely never
@@ -237,6 +280,7 @@ func buildTimeline(insts []instance, outages []outageRecord) *timeline {
 			continue
 		}
 		t.Snapshots = append(t.Snapshots, span{From: in.Start, To: in.Ready})
+		t.Lists = append(t.Lists, span{From: in.Start, To: in.Ready})
 		// A check counts until the SIGKILL; none counts from the check
 		// after the last current one (at most a period before the hold was
 		// logged) until the log says the watches are current again, and
