@@ -250,7 +250,10 @@ func TestContainerTimes(t *testing.T) {
 	at := func(s int64) metav1.Time { return metav1.NewTime(time.Unix(1700000000+s, 0)) }
 	p := &corev1.Pod{Status: corev1.PodStatus{
 		InitContainerStatuses: []corev1.ContainerStatus{{
-			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, StartedAt: at(3), FinishedAt: at(99)}},
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, StartedAt: at(3), FinishedAt: at(4)}},
+		}, {
+			// A native sidecar, SIGKILLed last.
+			State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", StartedAt: at(5), FinishedAt: at(45)}},
 		}},
 		ContainerStatuses: []corev1.ContainerStatus{
 			{
@@ -270,9 +273,9 @@ func TestContainerTimes(t *testing.T) {
 		for how, got := range map[string]*lifecycle.Pod{"reference": trimmed, "decode": decoded} {
 			require.Equal(t, int64(1700000002), got.FirstContainerStart, "%s %s: the earliest start, from a last state", name, how)
 			require.Equal(t, int64(1700000160), got.ContainersStarted, "%s %s", name, how)
-			// Not the OOM kill (50), not the init container (99), not a
-			// last state (150): the current SIGKILLed container.
-			require.Equal(t, int64(1700000040), got.ContainerKilled, "%s %s", name, how)
+			// Not the OOM kill (50), not a last state (150): the newest
+			// SIGKILLed container, here the native sidecar (45).
+			require.Equal(t, int64(1700000045), got.ContainerKilled, "%s %s", name, how)
 		}
 	}
 }
@@ -377,7 +380,7 @@ func (t *trimmer) reference(p *corev1.Pod) *lifecycle.Pod {
 			}
 			if term := cs.State.Terminated; term != nil {
 				earliest(term.StartedAt)
-				if f := unixOrZero(term.FinishedAt); !init && term.ExitCode == 137 && term.Reason != "OOMKilled" && f > out.ContainerKilled {
+				if f := unixOrZero(term.FinishedAt); term.ExitCode == 137 && term.Reason != "OOMKilled" && f > out.ContainerKilled {
 					out.ContainerKilled = f
 				}
 			}

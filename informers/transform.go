@@ -154,7 +154,12 @@ func (c containerTimes) into(p *lifecycle.Pod, init bool) {
 		}
 	}
 	p.ContainersRestarted = p.ContainersRestarted || c.restarted
-	if !init && c.exitCode == sigkillExit && !c.oomKilled && c.finished > p.ContainerKilled {
+	// Init containers too: the kubelet kills a native sidecar (an init
+	// container with restartPolicy Always) last, and SIGKILLs it when it
+	// outlives what is left of the grace period. Only a kill at or after
+	// the end of the grace period counts as over grace (lifecycle), so an
+	// earlier SIGKILL, of any container, is no evidence.
+	if c.exitCode == sigkillExit && !c.oomKilled && c.finished > p.ContainerKilled {
 		p.ContainerKilled = c.finished
 	}
 }

@@ -31,9 +31,10 @@ type Pod struct {
 	// sandbox is ready, so one that started before the sandbox's current
 	// readiness ran in an earlier sandbox.
 	FirstContainerStart int64
-	// ContainerKilled is the newest finishedAt of a container that was
-	// killed by SIGKILL (exit code 137, not OOMKilled): what the kubelet
-	// does to a container that outlives its grace period. 0 when none.
+	// ContainerKilled is the newest finishedAt of a container or init
+	// container that was killed by SIGKILL (exit code 137, not
+	// OOMKilled): what the kubelet does to a container, or a native
+	// sidecar, that outlives its grace period. 0 when none.
 	ContainerKilled int64
 	// HasInitContainers: the pod spec has init containers.
 	HasInitContainers bool

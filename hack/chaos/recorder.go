@@ -274,6 +274,11 @@ func readRevision(pod *corev1.Pod) revision {
 		}
 		if term := cs.State.Terminated; term != nil {
 			ran(term.StartedAt)
+			// The kubelet's kill at the end of the grace period, of a
+			// container or a native sidecar (docs/metrics.md).
+			if term.ExitCode == 137 && term.Reason != "OOMKilled" && term.FinishedAt.Unix() > r.Killed {
+				r.Killed = term.FinishedAt.Unix()
+			}
 		}
 		if last := cs.LastTerminationState.Terminated; last != nil {
 			ran(last.StartedAt)
@@ -284,9 +289,6 @@ func readRevision(pod *corev1.Pod) revision {
 			r.Started = run.StartedAt.Unix()
 		}
 		r.Restarts += cs.RestartCount
-		if term := cs.State.Terminated; term != nil && term.ExitCode == 137 && term.Reason != "OOMKilled" && term.FinishedAt.Unix() > r.Killed {
-			r.Killed = term.FinishedAt.Unix()
-		}
 	}
 	if dt := pod.DeletionTimestamp; dt != nil {
 		r.Deletion = dt.Unix()
