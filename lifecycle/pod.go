@@ -51,7 +51,7 @@ type Pod struct {
 	// Listed: this object came from a list (a first list, or a relist
 	// after an outage or an expired watch), which shows only a pod's
 	// current state, not from a watch event, which shows every change in
-	// turn (readiness.go, restartedUnseen).
+	// turn (readiness.go, restartsUnseen).
 	Listed bool
 	// Containers and InitContainers count the pod spec's containers and
 	// init containers: each has its image pulled, or found present, once

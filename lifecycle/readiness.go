@@ -37,13 +37,8 @@ func (c *stepper) readiness() {
 	}
 	readyAt := ready.LastTransitionTime
 	c.next.FirstReady = readyAt
-	if _, unseen := c.startupUnseen(readyAt); !unseen && c.restartedUnseen() {
-		// The phases that end with Ready, and Ready itself, may end at a
-		// restart's Ready, and the containers' start may be the restart's.
-		// The first Stable follows from this Ready (stability.go).
-		c.next.Phases = c.next.Phases.With(PhaseContainers).With(PhaseReadiness).With(PhaseTotal)
-		c.skipOnce(Skip{StartupPhase, RestartedBeforeSeen})
-		c.skipOnce(Skip{Readiness, RestartedBeforeSeen})
+	if c.next.Skipped.Has(Skip{Readiness, RestartedBeforeSeen}) {
+		// Skipped already (restartsUnseen): this Ready may be a restart's.
 		return
 	}
 	started := c.pod.ContainersStarted
@@ -95,16 +90,34 @@ func (c *stepper) containerStart() {
 	}
 }
 
-// restartedUnseen reports whether this update, which first shows a
-// start-up's end (Ready, or every container running), may show a restart
-// instead (RestartedBeforeSeen): it came from a list (Pod.Listed), and a
-// container has restarted. A watch delivers every change, so it shows the
-// end when it happens, restarts before it included; a list shows only the
-// newest start, and Ready's newest transition, and podslo cannot tell
-// whether the pod was running, or Ready, before the restart. A readiness
-// flap without a restart leaves no trace in the status: a pod first seen
-// from a list after one is measured to the flap's Ready
-// (docs/metrics.md).
-func (c *stepper) restartedUnseen() bool {
-	return c.pod.Listed && c.pod.ContainersRestarted
+// restartsUnseen skips the start-up SLIs whose end podslo has not seen
+// yet when an update shows a container restarted and podslo may have
+// missed what came before the restart (RestartedBeforeSeen): the update
+// came from a list (Pod.Listed), which shows only the current state, or is
+// the first podslo saw of the pod scheduled (prevScheduled is 0: a first
+// install, a lost state), so a container ran before podslo ever saw the
+// pod. The running containers' start, and Ready's transition, may then be
+// a restart's, now or in a later update, and the first ones are gone from
+// the status. A watch event showing a restart of a pod podslo saw
+// scheduled is no such case: a watch delivers every change, the start-up's
+// end included, so a restart before that end belongs to the start-up. A
+// readiness flap without a restart leaves no trace in the status: a pod
+// first seen after one is measured to the flap's Ready (docs/metrics.md).
+// SeenLate and SeenRecreated, which skip the same SLIs, take precedence.
+func (c *stepper) restartsUnseen(prevScheduled int64) {
+	p, n := c.pod, c.next
+	if !p.ContainersRestarted || !(p.Listed || prevScheduled == 0) || n.SeenLate || n.SeenRecreated {
+		return
+	}
+	if n.FirstReady == 0 {
+		// The phases that end with Ready, and Ready itself; the skip,
+		// persisted with the state, is the mark readiness and the first
+		// Stable (stability.go) follow.
+		n.Phases = n.Phases.With(PhaseContainers).With(PhaseReadiness).With(PhaseTotal)
+		c.skipOnce(Skip{StartupPhase, RestartedBeforeSeen})
+		c.skipOnce(Skip{Readiness, RestartedBeforeSeen})
+	}
+	if !n.Pulls.Has(StartupEndSeen) && !n.Pulls.Has(StartupDone) && !n.Pulls.Has(StartupNotSchedulable) {
+		c.startupSkipped(RestartedBeforeSeen)
+	}
 }

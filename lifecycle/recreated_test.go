@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -192,13 +193,54 @@ func TestFirstSightOfARestartedContainer(t *testing.T) {
 		assert.Empty(t, out.Observations)
 	})
 
-	t.Run("from a watch: the restart happened before the end, which is the pod's", func(t *testing.T) {
-		next, out := Step(now, pod(true, false), Inputs{}, State{}, cfg)
+	// What podslo saw of the pod scheduled, before its containers ran.
+	scheduledOnly := func() State {
+		p := pod(false, false)
+		p.Conditions = p.Conditions[:2]
+		p.ContainersRunning, p.ContainersStarted, p.FirstContainerStart = 0, 0, 0
+		st, _ := Step(now, p, Inputs{}, State{}, cfg)
+		require.NotZero(t, st.Scheduled)
+		return st
+	}
+
+	t.Run("from a watch, the pod seen before: the restart happened before the end, which is the pod's", func(t *testing.T) {
+		next, out := Step(now, pod(true, false), Inputs{}, scheduledOnly(), cfg)
 		assert.Empty(t, out.Skips)
 		assert.Contains(t, out.Observations, Observation{Kind: BecameReady, Seconds: 1})
 		assert.True(t, next.Pulls.Has(StartupEndSeen))
 		_, out = Step(now, stable(pod(true, false), 45), Inputs{}, next, cfg)
 		assert.Equal(t, []Observation{{Kind: Stabilized, Seconds: 4}}, out.Observations)
+	})
+
+	t.Run("from a list, the pod seen before: skipped", func(t *testing.T) {
+		_, out := Step(now, pod(true, true), Inputs{}, scheduledOnly(), cfg)
+		assert.ElementsMatch(t, []Skip{restarted(Readiness), restarted(StartupPhase), restarted(PodStartup)}, out.Skips)
+	})
+
+	t.Run("first seen in back-off, running again in a later watch event: skipped from the first sight", func(t *testing.T) {
+		// A fresh state's watch (or list) first shows the pod waiting to
+		// restart its container; the next event shows it running and
+		// Ready: the restart's, not the start-up.
+		waiting := pod(true, false)
+		waiting.Conditions = waiting.Conditions[:2]
+		waiting.ContainersRunning, waiting.ContainersStarted = 0, 0
+		next, out := Step(now, waiting, Inputs{}, State{}, cfg)
+		assert.ElementsMatch(t, []Skip{restarted(Readiness), restarted(StartupPhase), restarted(PodStartup)}, out.Skips)
+		next, out = Step(now, pod(true, false), Inputs{}, next, cfg)
+		assert.Empty(t, out.Skips)
+		for _, o := range out.Observations {
+			assert.NotContains(t, []Kind{BecameReady, StartedUp}, o.Kind)
+			assert.False(t, o.Kind == PhaseDone && o.Phase >= PhaseContainers, "phase %v", o.Phase)
+		}
+		assert.Equal(t, at(41), next.FirstReady)
+		_, out = Step(now, stable(pod(true, false), 45), Inputs{}, next, cfg)
+		assert.Equal(t, []Skip{restarted(Stabilization)}, out.Skips)
+	})
+
+	t.Run("first seen without a restart, it restarts later in a watch event: measured", func(t *testing.T) {
+		_, out := Step(now, pod(false, false), Inputs{}, State{}, cfg)
+		assert.Empty(t, out.Skips)
+		assert.Contains(t, out.Observations, Observation{Kind: BecameReady, Seconds: 1})
 	})
 
 	t.Run("from a list without a restart: measured", func(t *testing.T) {

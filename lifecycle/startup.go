@@ -40,10 +40,6 @@ func (c *stepper) startup() {
 		c.startupSkipped(r)
 		return
 	}
-	if c.restartedUnseen() {
-		c.startupSkipped(RestartedBeforeSeen)
-		return
-	}
 	end, precise := p.ContainersStarted*1000, false
 	if r := p.Received; r != 0 && r >= end-c.cfg.watchTolerance().Milliseconds() {
 		// Seen by a current watch: this update is the first to show every

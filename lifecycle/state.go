@@ -106,12 +106,12 @@ const (
 	// can be measured; they are given up when the pod goes, or
 	// PullsWait after its containers were first seen running.
 	PullsUnknown Reason = 10
-	// RestartedBeforeSeen: the first update podslo saw with every
-	// container running, or with Ready, came from a list (a first install,
-	// a lost state, a relist after an outage) and a container had already
-	// restarted: the running containers' start times, and Ready's, may be
-	// those of the restart, not of the pod's start-up, and the first ones
-	// are gone from the status.
+	// RestartedBeforeSeen: before podslo saw the pod's start-up end, an
+	// update from a list (a relist after an outage), or the first update
+	// it saw of the pod scheduled (a first install, a lost state), showed
+	// a container restarted: the running containers' start times, and
+	// Ready's, may be those of the restart, not of the pod's start-up, and
+	// the first ones are gone from the status (readiness.go).
 	RestartedBeforeSeen Reason = 11
 
 	// numReasons is one past the last Reason; as for SLI, the values are

@@ -203,6 +203,7 @@ func Step(now time.Time, pod *Pod, in Inputs, prev State, cfg *Config) (State, O
 		next.SeenLate = true
 	}
 	c.sandbox()
+	c.restartsUnseen(prev.Scheduled)
 	c.initialized()
 	c.readiness()
 	c.stability()

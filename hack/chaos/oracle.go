@@ -218,12 +218,7 @@ type choices struct {
 
 func (c *choices) saw(i int) bool { return c.Seen == nil || c.Seen[i] }
 
-// listedRestart reports whether revision r, the i-th, reached the exporter
-// from a list showing a container restarted: the start-up end it first
-// shows may be the restart's (docs/metrics.md, restarted_before_seen).
-func (c *choices) listedRestart(i int, r *revision) bool {
-	return c.Listed != nil && c.Listed[i] && r.Restarts > 0
-}
+func (c *choices) listed(i int) bool { return c.Listed != nil && c.Listed[i] }
 
 // walk applies the documented semantics, in order, to the revisions of h
 // the exporter saw under ch (the watch delivers every revision, a relist
@@ -253,9 +248,11 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		lateTimeout bool
 		// notSchedulable: a revision the exporter saw had PodScheduled=False.
 		notSchedulable bool
-		// startupRestarted: the start-up's end was first seen from a list
-		// after a container restart.
-		startupRestarted bool
+		// readyRestarted, startupRestarted: the first Ready and the
+		// start-up's end were not seen yet when a revision showed a
+		// container restarted that the exporter saw from a list, or that
+		// was the first it saw of the pod scheduled (restarted_before_seen).
+		readyRestarted, startupRestarted bool
 		recreations      int64
 		// startupEnd: the newest container start of the first revision
 		// the exporter saw with the container running and no deletion
@@ -307,6 +304,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		if r.Scheduled.isFalse() {
 			notSchedulable = true
 		}
+		prevScheduled := scheduled
 		// Scheduling: creation to PodScheduled.
 		if r.Scheduled.isTrue() && r.Scheduled.Time != 0 {
 			if scheduled == 0 {
@@ -358,20 +356,29 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		if h.HasInit && r.Initialized.isTrue() {
 			phase("init", firstSandbox, r.Initialized.Time)
 		}
-		if startupEnd == 0 && r.Started != 0 && r.Deletion == 0 {
+		// A restart podslo may have missed what came before of: the ends
+		// not seen yet are skipped (docs/metrics.md, restarted_before_seen).
+		if r.Restarts > 0 && (ch.listed(i) || prevScheduled == 0) {
+			if firstReady == 0 && !readyRestarted {
+				readyRestarted = true
+				for _, p := range []string{"containers", "readiness", "total"} {
+					phases[p] = true
+				}
+				skip("startup_phase", "restarted_before_seen")
+				skip("readiness", "restarted_before_seen")
+			}
+			if startupEnd == 0 && !notSchedulable {
+				startupRestarted = true
+			}
+		}
+		if startupEnd == 0 && !startupRestarted && r.Started != 0 && r.Deletion == 0 {
 			startupEnd = r.Started
-			startupRestarted = ch.listedRestart(i, r)
 		}
 		// Readiness, once: the first Ready=True.
 		switch {
 		case firstReady != 0 || !r.Ready.isTrue() || r.Ready.Time == 0:
-		case ch.listedRestart(i, r):
+		case readyRestarted:
 			firstReady = r.Ready.Time
-			for _, p := range []string{"containers", "readiness", "total"} {
-				phases[p] = true
-			}
-			skip("startup_phase", "restarted_before_seen")
-			skip("readiness", "restarted_before_seen")
 		default:
 			readyAt := r.Ready.Time
 			firstReady = readyAt
@@ -473,7 +480,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 	// was left out already.
 	_, hasPull := o.Pulls[h.UID]
 	pullsCome := hasPull && h.Containers == 1 && !ch.PullMissed
-	if !pullsCome && startupEnd != 0 && (gone || ch.PullsGivenUp) {
+	if !pullsCome && (startupEnd != 0 || startupRestarted) && (gone || ch.PullsGivenUp) {
 		skip("image_pull", "pulls_unknown")
 		if !userError && !notSchedulable && !startupRestarted {
 			skip("pod_startup", "pulls_unknown")
@@ -645,15 +652,15 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		}
 	}
 
-	// A revision showing a restart and a start-up's end may have reached
-	// the exporter from a list (restarted_before_seen) unless it was
-	// written while the exporter watched: a watch delivers every change.
+	// A revision showing a restart may have reached the exporter from a
+	// list (restarted_before_seen) unless it was written while the
+	// exporter watched: a watch delivers every change.
 	// After an exporter restart it is listed; after an outage the watch
 	// may resume or list again.
 	var surely, maybe []bool
 	for i := range h.Revs {
 		r := &h.Revs[i]
-		if r.Restarts == 0 || (r.Started == 0 && !r.Ready.isTrue()) || t.watchedAt(r.At) {
+		if r.Restarts == 0 || t.watchedAt(r.At) {
 			continue
 		}
 		if maybe == nil {
