@@ -413,6 +413,15 @@ const watchTolerance = 999 * time.Millisecond
 // (docs/reliability.md).
 const msTolerance = 0.05
 
+// msMedianTolerance and msWorstTolerance bound, over a burst of pods, the
+// median and the largest difference between podslo's milliseconds and the
+// test's own watch: two clients of one API server on a loaded machine
+// (TestMillisecondsOnARealNode).
+const (
+	msMedianTolerance = 0.01
+	msWorstTolerance  = 0.1
+)
+
 // assertSumsInMs checks podslo's sums against the test's, class by class,
 // within msTolerance per observation.
 func assertSumsInMs(t assert.TestingT, count map[string]uint64, want, got map[string]float64, what string) {

@@ -119,15 +119,19 @@ func TestMillisecondsOnARealNode(t *testing.T) {
 
 	// The difference from the test's own watch, pod by pod: both receive
 	// the same API server's updates, so only their delivery differs.
-	var worst float64
+	// Both are clients of the API server on the same 2 cores, which the
+	// node's own processes load: a pod's update can reach one of them tens
+	// of milliseconds after the other (52.4 ms once in the matrix on
+	// 1.35.4, median 7.7 ms). The median holds podslo to the
+	// watch, the worst case to its delivery.
 	for _, x := range slis {
 		d := slices.Sorted(slices.Values(diffs[x.family]))
 		require.Len(t, d, pods)
 		t.Logf("%s: |podslo - the test's watch| over %d pods: median %.1f ms, max %.1f ms",
 			x.family, pods, 1000*d[len(d)/2], 1000*d[len(d)-1])
-		worst = max(worst, d[len(d)-1])
+		assert.Less(t, d[len(d)/2], msMedianTolerance, "%s: podslo's milliseconds are, in the median, further than %v s from the test's watch", x.family, msMedianTolerance)
+		assert.Less(t, d[len(d)-1], msWorstTolerance, "%s: a pod's milliseconds are further than %v s from the test's watch", x.family, msWorstTolerance)
 	}
-	assert.Less(t, worst, msTolerance, "podslo's milliseconds are further than %v s from the test's watch", msTolerance)
 
 	// In sum, beside the kubelet's own: its run_podsandbox is the runtime's
 	// part of what podslo measures from scheduling to the sandbox's

@@ -172,6 +172,14 @@ type kubeletStartup struct {
 	sli                              float64
 	pulls                            time.Duration
 	created, observed, watchObserved time.Time
+	// initRuntime is the run time of the pod's init containers but
+	// native sidecars that the kubelet took off (1.36 on, and the 1.34
+	// and 1.35 patch releases with kubernetes#131950; hasInit says
+	// whether its log says); stateful whether it left the pod out of its
+	// SLI histogram as stateful (the same releases; false before).
+	initRuntime time.Duration
+	hasInit     bool
+	stateful    bool
 }
 
 // The kubelet's log line of a pod's start-up SLI. From 1.36 it logs the
@@ -182,6 +190,8 @@ type kubeletStartup struct {
 var (
 	kubeletStartupLine = regexp.MustCompile(`"Observed pod startup duration" pod="` + ns + `/([^"]+)" podStartSLOduration=(\S+) .*podCreationTimestamp="([^"]+)" .*observedRunningTime="([^"]+?)(?: m=\S+)?" watchObservedRunningTime="([^"]+?)(?: m=\S+)?"`)
 	kubeletPullsTotal  = regexp.MustCompile(` totalImagesPullingTime="([^"]+)"`)
+	kubeletInitRuntime = regexp.MustCompile(` totalInitContainerRuntime="([^"]+)"`)
+	kubeletStateful    = regexp.MustCompile(` isStatefulPod=true`)
 	kubeletPullsSpan   = regexp.MustCompile(` firstStartedPulling="([^"]+?)(?: m=\S+)?" lastFinishedPulling="([^"]+?)(?: m=\S+)?"`)
 )
 
@@ -218,6 +228,12 @@ func kubeletStartups(t require.TestingT, s *suite) map[string]kubeletStartup {
 		} else {
 			require.Fail(t, "the kubelet's start-up line says nothing of its pulls", l)
 		}
+		if p := kubeletInitRuntime.FindStringSubmatch(l); p != nil {
+			k.initRuntime, err = time.ParseDuration(p[1])
+			require.NoError(t, err, l)
+			k.hasInit = true
+		}
+		k.stateful = kubeletStateful.MatchString(l)
 		out[m[1]] = k
 	}
 	return out

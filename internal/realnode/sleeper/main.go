@@ -5,7 +5,9 @@
 // kubernetes Service, and exits 0 once it answered. With the argument
 // "ignore-term" it ignores SIGTERM, so that only the kubelet's SIGKILL at
 // the end of the grace period ends it. "sleep DURATION" sleeps and exits 0:
-// a preStop exec hook that takes that long.
+// a preStop exec hook that takes that long. "fail-between FROM TO" (Unix
+// milliseconds) exits 1 from FROM until TO and 0 otherwise: an exec
+// readiness probe that fails for a while and recovers.
 //
 // Run by containerd as a CNI plugin (CNI_COMMAND set), it is instead the
 // chained plugin "podslo-delay": it passes the previous plugin's result on,
@@ -45,6 +47,9 @@ func main() {
 		time.Sleep(d)
 		return
 	}
+	if len(os.Args) > 3 && os.Args[1] == "fail-between" {
+		os.Exit(failBetween(os.Args[2], os.Args[3]))
+	}
 	// As PID 1 of its namespace, it gets only the signals it handles.
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
@@ -56,6 +61,25 @@ func main() {
 		}
 	}
 	<-stop
+}
+
+// failBetween is 1 from the Unix millisecond from until to, else 0; 2 for
+// arguments that do not parse.
+func failBetween(from, to string) int {
+	var f, u int64
+	if _, err := fmt.Sscan(from, &f); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	if _, err := fmt.Sscan(to, &u); err != nil {
+		fmt.Println(err)
+		return 2
+	}
+	if now := time.Now().UnixMilli(); now >= f && now < u {
+		fmt.Println("failing until", time.UnixMilli(u).UTC().Format(time.RFC3339Nano))
+		return 1
+	}
+	return 0
 }
 
 // askAPIServer proves the pod reaches the API server at the address the
