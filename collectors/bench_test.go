@@ -31,8 +31,8 @@ func BenchmarkScrape(b *testing.B) {
 				UID: types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
 				Meta: &store.PodMeta{Namespace: fmt.Sprintf("team-%d", i%50), Name: fmt.Sprintf("web-7d9f8b6c5d-%06d", i), Node: fmt.Sprintf("node-%03d", i%500),
 					RuntimeClass: rc, StorageClass: sc, PodLabels: []string{"web"}},
-				State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int32(i % 30), HasSandboxCreation: true,
-					FirstReady: 104, Readiness: int32(i % 5), HasReadiness: true},
+				State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreationMs: int32(i%30) * 1000, HasSandboxCreation: true,
+					FirstReady: 104, ReadinessMs: int32(i%5) * 1000, HasReadiness: true},
 				Observe: []store.Sample{
 					{Family: "sandbox_creation", Labels: []string{rc, sc}, Value: float64(i % 30)},
 					{Family: "readiness", Labels: []string{rc, sc}, Value: float64(i % 5)},

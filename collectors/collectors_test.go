@@ -50,13 +50,13 @@ func populate(t *testing.T, s *store.Store) {
 	}
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u1", Meta: meta("p1", "runc", "none"),
-		State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 200, SandboxCreation: 3, HasSandboxCreation: true, Recreations: 1},
+		State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 200, SandboxCreationMs: 3000, HasSandboxCreation: true, Recreations: 1},
 		Observe: []store.Sample{{Family: creation, Labels: []string{"runc", "none", "a"}, Value: 3}},
 		Add:     []store.Sample{{Family: recreations, Labels: []string{"runc", "none", "a"}, Value: 1}},
 	}))
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u2", Meta: meta("p2", "kata", "fast,slow"),
-		State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: 12, HasSandboxCreation: true},
+		State:   lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreationMs: 12000, HasSandboxCreation: true},
 		Observe: []store.Sample{{Family: creation, Labels: []string{"kata", "fast,slow", "a"}, Value: 12}},
 	}))
 	// Skipped as negative: first readiness known, no latency.
@@ -136,7 +136,7 @@ func TestPerPodProtobufEqualsText(t *testing.T) {
 func TestPerPodOpenMetrics(t *testing.T) {
 	s := newStore(t)
 	require.NoError(t, s.Apply(store.Change{UID: "u1", Meta: &store.PodMeta{Namespace: "ns", Name: "p1", Node: "n1", RuntimeClass: "none", StorageClass: "none"},
-		State: lifecycle.State{FirstSandboxReady: 1, LastSandboxReady: 1, SandboxCreation: 3, HasSandboxCreation: true, Recreations: 2}}))
+		State: lifecycle.State{FirstSandboxReady: 1, LastSandboxReady: 1, SandboxCreationMs: 3000, HasSandboxCreation: true, Recreations: 2}}))
 	var buf bytes.Buffer
 	require.NoError(t, NewPerPod(s, Labels{}).Write(&buf, expfmt.NewFormat(expfmt.TypeOpenMetrics)))
 	assert.Equal(t, `# HELP podslo_pod_sandbox_creation_seconds Per pod: time from PodScheduled to the first sandbox readiness.
@@ -353,7 +353,7 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 	dims := []string{"runc", "none", "a"}
 	require.NoError(t, s.Apply(store.Change{
 		UID: "u6", Meta: &store.PodMeta{Namespace: "ns", Name: "p6", PodLabels: []string{"p6"}, HistogramLabels: []string{"a"}},
-		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, Termination: 3, HasReadiness: true, Readiness: 1, StableSeen: true,
+		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, HasTermination: true, TerminationMs: 3000, HasReadiness: true, ReadinessMs: 1000, StableSeen: true,
 			ImagePull: 1500, ImagePullKiB: 2, Startup: 2500, Pulls: lifecycle.PullsDone | lifecycle.StartupMeasured | lifecycle.StartupDone},
 		Observe: []store.Sample{
 			{Family: fam("stabilization"), Labels: dims, Value: 30},
@@ -529,7 +529,7 @@ func TestStalledScrapeDoesNotBlockTheStore(t *testing.T) {
 				require.NoError(t, s.Apply(store.Change{
 					UID:   types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
 					Meta:  &store.PodMeta{Namespace: "ns", Name: fmt.Sprintf("web-%06d", i), Node: "n1", RuntimeClass: "runc", StorageClass: "none"},
-					State: lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: 3, HasSandboxCreation: true},
+					State: lifecycle.State{FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreationMs: 3000, HasSandboxCreation: true},
 				}))
 			}
 			w := &stalledWriter{stalled: make(chan struct{}), release: make(chan struct{})}
@@ -588,7 +588,7 @@ func manyPods(t *testing.T, s *store.Store, n int) {
 		require.NoError(t, s.Apply(store.Change{
 			UID:   types.UID(fmt.Sprintf("00000000-0000-0000-0000-%012d", i)),
 			Meta:  &store.PodMeta{Namespace: "ns", Name: fmt.Sprintf("web-%06d", i), Node: fmt.Sprintf("node-%03d", i%100), RuntimeClass: "none", StorageClass: "none", PodLabels: []string{"web"}},
-			State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreation: int32(i % 30), HasSandboxCreation: true},
+			State: lifecycle.State{Scheduled: 98, FirstSandboxReady: 100, LastSandboxReady: 100, SandboxCreationMs: int32(i%30) * 1000, HasSandboxCreation: true},
 		}))
 	}
 }

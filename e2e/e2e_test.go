@@ -382,8 +382,10 @@ func TestEndToEnd(t *testing.T) {
 		truth.sandboxLate, truth.readyLate, truth.slow)
 
 	t.Run("per-pod series match the pods' conditions", func(t *testing.T) {
-		// Exact, whatever the machine's load: each live pod's latency as
-		// its own condition times show it.
+		// Each live pod's latency as its own condition times show it,
+		// whatever the machine's load: exact in whole seconds, or, where
+		// the exporter's watch timed both ends, in milliseconds within a
+		// second and twice the watch tolerance (250 ms) of them.
 		got := map[string]float64{}
 		for _, s := range p.query(t, `podslo_pod_sandbox_creation_seconds{namespace="e2e"}`) {
 			got[s.Metric["uid"]] = s.Value
@@ -392,7 +394,11 @@ func TestEndToEnd(t *testing.T) {
 		for uid, want := range truth.sandbox {
 			if v, ok := got[uid]; ok {
 				matched++
-				assert.Equal(t, want, v, "pod %s", uid)
+				if v != math.Trunc(v) {
+					assert.InDelta(t, want, v, 1.5, "pod %s, in milliseconds", uid)
+				} else {
+					assert.Equal(t, want, v, "pod %s", uid)
+				}
 			}
 		}
 		// Prometheus may not have scraped the newest pods yet.

@@ -82,11 +82,17 @@ func between(start int64, ps Precise, end int64, pe Precise) span {
 	return s
 }
 
-// seconds is the measured duration: in milliseconds when both ends are
-// precise and in order, else in whole seconds.
-func (s span) seconds() (float64, bool) {
+// millis is the measured duration in milliseconds: exact when both ends
+// are precise and in order (true), else whole seconds.
+func (s span) millis() (int64, bool) {
 	if s.startExact && s.endExact && s.endMs >= s.startMs {
-		return float64(s.endMs-s.startMs) / 1000, true
+		return s.endMs - s.startMs, true
 	}
-	return float64(s.end - s.start), false
+	return (s.end - s.start) * 1000, false
+}
+
+// seconds is millis in seconds.
+func (s span) seconds() (float64, bool) {
+	ms, precise := s.millis()
+	return float64(ms) / 1000, precise
 }

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"math"
 	"testing"
 	"time"
 	"unsafe"
@@ -77,7 +78,7 @@ func TestSandboxCreationInMilliseconds(t *testing.T) {
 			st, out := Step(now, r, Inputs{}, st, cfg)
 			assert.Equal(t, []measured{tc.want}, measuredOf(out, SandboxCreated, 0))
 			assert.Equal(t, []measured{tc.want}, measuredOf(out, PhaseDone, PhaseSandbox), "the sandbox phase has the same ends")
-			assert.Equal(t, int32(1), st.SandboxCreation, "the per-pod series keeps whole seconds")
+			assert.Equal(t, int32(math.Round(tc.want.Seconds*1000)), st.SandboxCreationMs, "the per-pod series keeps what the observation had")
 		})
 	}
 }
@@ -118,7 +119,7 @@ func TestReadinessInMilliseconds(t *testing.T) {
 		st, out := Step(now, received(t, base(ready), "2026-01-01T10:00:03.100Z"), Inputs{}, st, cfg)
 		assert.Equal(t, []measured{{1.5, true}}, measuredOf(out, BecameReady, 0))
 		assert.Equal(t, []measured{{1.5, true}}, measuredOf(out, PhaseDone, PhaseReadiness))
-		assert.Equal(t, int32(2), st.Readiness)
+		assert.Equal(t, int32(1500), st.ReadinessMs)
 	})
 	t.Run("no probe: the kubelet writes both in one update", func(t *testing.T) {
 		p := base(cond(t, corev1.PodReady, corev1.ConditionTrue, "2026-01-01T10:00:01Z"))
@@ -161,7 +162,7 @@ func TestTerminationInMilliseconds(t *testing.T) {
 	down.Conditions[1] = cond(t, corev1.PodReadyToStartContainers, corev1.ConditionFalse, "2026-01-01T10:00:31Z")
 	st, out = Step(now, received(t, down, "2026-01-01T10:00:31.050Z"), Inputs{}, st, cfg)
 	assert.Equal(t, []measured{{0.35, true}}, measuredOf(out, Terminated, 0))
-	assert.Equal(t, int32(1), st.Termination)
+	assert.Equal(t, int32(350), st.TerminationMs)
 }
 
 // A pod whose every transition is in its first object (a list, a watch

@@ -71,8 +71,8 @@ func (c *stepper) readiness() {
 	// Ready before the newest start: a container restarted after Ready and
 	// podslo missed the first Ready, so the two times no longer belong
 	// together (NegativeDuration).
-	c.measure(Readiness, s, c.startupUnseen, func(d int64) {
-		c.next.Readiness, c.next.HasReadiness = Seconds32(d), true
+	c.measure(Readiness, s, c.startupUnseen, func(ms int64) {
+		c.next.ReadinessMs, c.next.HasReadiness = Millis32(ms), true
 	}, Observation{Kind: BecameReady})
 }
 

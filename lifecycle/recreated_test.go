@@ -138,7 +138,7 @@ func TestFirstSightOfARecreatedSandbox(t *testing.T) {
 		next, out := Step(now, pod(corev1.ConditionTrue, 154*time.Second, 3*time.Second), Inputs{}, first, cfg)
 		assert.Equal(t, []Observation{{Kind: SandboxRecreated}}, out.Observations)
 		assert.False(t, next.SeenRecreated)
-		assert.Equal(t, int32(2), next.SandboxCreation)
+		assert.Equal(t, int32(2000), next.SandboxCreationMs)
 	})
 }
 

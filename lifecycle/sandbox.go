@@ -138,7 +138,7 @@ func (c *stepper) firstCreation(readyAt int64) {
 			// show its latency, as for any pod ready that long. A recent
 			// readiness of a pod first seen late may be a re-created
 			// sandbox, whose time since scheduling is no creation.
-			c.next.SandboxCreation = Seconds32(readyAt - scheduled.LastTransitionTime)
+			c.next.SandboxCreationMs = Millis32((readyAt - scheduled.LastTransitionTime) * 1000)
 			c.next.HasSandboxCreation = true
 		}
 		skip(TooOld)
@@ -151,7 +151,7 @@ func (c *stepper) firstCreation(readyAt int64) {
 		c.next.Phases = c.next.Phases.With(PhaseSandbox)
 		c.exclude()
 		if readyAt >= scheduled.LastTransitionTime {
-			c.next.SandboxCreation = Seconds32(readyAt - scheduled.LastTransitionTime)
+			c.next.SandboxCreationMs = Millis32((readyAt - scheduled.LastTransitionTime) * 1000)
 			c.next.HasSandboxCreation = true
 		}
 		return
@@ -162,8 +162,8 @@ func (c *stepper) firstCreation(readyAt int64) {
 	}
 	s := between(scheduled.LastTransitionTime, from, readyAt, c.precise(readyAt))
 	c.phase(PhaseSandbox, s)
-	c.measure(SandboxCreation, s, c.startupUnseen, func(d int64) {
-		c.next.SandboxCreation, c.next.HasSandboxCreation = Seconds32(d), true
+	c.measure(SandboxCreation, s, c.startupUnseen, func(ms int64) {
+		c.next.SandboxCreationMs, c.next.HasSandboxCreation = Millis32(ms), true
 		if c.cfg.pastTimeout(scheduled.LastTransitionTime, readyAt) {
 			// No check caught the pod pending past its timeout (podslo
 			// was down, or its watch not current): the sandbox's own time

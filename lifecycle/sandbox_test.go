@@ -60,7 +60,7 @@ func sandboxOf(s State) sandboxState {
 			mine = mine.With(sk)
 		}
 	}
-	return sandboxState{s.FirstSandboxReady, s.LastSandboxReady, s.SandboxCreation, s.HasSandboxCreation, s.Recreations, mine}
+	return sandboxState{s.FirstSandboxReady, s.LastSandboxReady, s.SandboxCreationMs / 1000, s.HasSandboxCreation, s.Recreations, mine}
 }
 
 // sandboxSkips keeps the skips of the sandbox creation SLI.

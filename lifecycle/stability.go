@@ -45,8 +45,8 @@ func (c *stepper) firstStable(at int64) {
 		// persisted with the state, is the mark.
 		c.skipOnce(Skip{Stabilization, RestartedBeforeSeen})
 	default:
-		c.measure(Stabilization, between(ready, 0, at, 0), c.startupUnseen, func(d int64) {
-			c.next.Stabilization, c.next.HasStabilization = Seconds32(d), true
+		c.measure(Stabilization, between(ready, 0, at, 0), c.startupUnseen, func(ms int64) {
+			c.next.Stabilization, c.next.HasStabilization = Seconds32(ms/1000), true
 		}, Observation{Kind: Stabilized})
 	}
 }

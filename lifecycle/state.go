@@ -340,9 +340,12 @@ type State struct {
 	// LastSandboxReady is the newest True lastTransitionTime seen; a newer one
 	// is a sandbox re-creation.
 	LastSandboxReady int64
-	// SandboxCreation is the first sandbox's latency in seconds, valid when
-	// HasSandboxCreation is set.
-	SandboxCreation int32
+	// SandboxCreationMs is the first sandbox's latency in milliseconds
+	// (whole seconds unless both ends were timed by the watch, as its
+	// observation was), valid when HasSandboxCreation is set. An int32 of
+	// milliseconds holds 24.8 days; a longer latency is kept as that
+	// (Millis32).
+	SandboxCreationMs int32
 	// Recreations counts distinct re-creations of the sandbox.
 	Recreations uint32
 	// ScheduledPrecise is the watch receive time of the update that first
@@ -377,9 +380,9 @@ type State struct {
 	// deletionTimestamp minus deletionGracePeriodSeconds. A later, shorter
 	// delete does not move it.
 	DeletionRequested int64
-	// Termination is the termination latency in seconds, valid when
-	// HasTermination.
-	Termination int32
+	// TerminationMs is the termination latency in milliseconds, as
+	// SandboxCreationMs, valid when HasTermination.
+	TerminationMs int32
 	// DeletionPrecise is the watch receive time of the update that first
 	// showed DeletionRequested, where it is precise.
 	DeletionPrecise Precise
@@ -392,9 +395,9 @@ type State struct {
 	// ContainerStart is the newest container start seen before the first
 	// Ready, in Unix seconds: the start of the readiness SLI.
 	ContainerStart int64
-	// Readiness is the latency in seconds from the newest container start
-	// to Ready, valid when HasReadiness.
-	Readiness int32
+	// ReadinessMs is the latency in milliseconds from the newest container
+	// start to Ready, as SandboxCreationMs, valid when HasReadiness.
+	ReadinessMs int32
 	// ContainerStartPrecise is the watch receive time of the update that
 	// first showed ContainerStart, where it is precise.
 	ContainerStartPrecise Precise
@@ -459,4 +462,13 @@ type State struct {
 // its limits (68 years) rather than wrapped.
 func Seconds32(d int64) int32 {
 	return int32(max(min(d, math.MaxInt32), math.MinInt32))
+}
+
+// Millis32 is a duration in milliseconds as State keeps it: an int32, held
+// at its limits (24.8 days) rather than wrapped.
+func Millis32(ms int64) int32 { return Seconds32(ms) }
+
+// MillisOfSeconds is a duration of s whole seconds as Millis32 keeps it.
+func MillisOfSeconds(s int64) int32 {
+	return Millis32(max(min(s, math.MaxInt32/1000+1), math.MinInt32/1000-1) * 1000)
 }

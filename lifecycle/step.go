@@ -268,13 +268,14 @@ func (c *stepper) startupUnseen(t int64) (Reason, bool) {
 
 // measure ends one measurement of sli over s, the same way for every SLI:
 // an end before its start (clock skew) is skipped as NegativeDuration;
-// otherwise keep, if set, records the duration in whole seconds in the
+// otherwise keep, if set, records the duration in milliseconds (whole
+// seconds unless both ends are precise) in the
 // state (the per-pod series show it however old), an end that unseen
 // reports unobservable is skipped with its reason (too old, or a start-up
 // podslo could not see), and o is observed with the duration as its
 // Seconds: in milliseconds when both ends are precise (Precise), else in
 // seconds. The caller makes sure it runs once per pod, and keep says how.
-func (c *stepper) measure(sli SLI, s span, unseen func(int64) (Reason, bool), keep func(seconds int64), o Observation) {
+func (c *stepper) measure(sli SLI, s span, unseen func(int64) (Reason, bool), keep func(ms int64), o Observation) {
 	start, end := s.start, s.end
 	if r, skip := unseen(end); skip && r == RecreatedBeforeSeen {
 		// A start-up podslo could not see at all: its times belong to
@@ -288,14 +289,15 @@ func (c *stepper) measure(sli SLI, s span, unseen func(int64) (Reason, bool), ke
 		c.skipOnce(Skip{sli, NegativeDuration})
 		return
 	}
+	ms, precise := s.millis()
 	if keep != nil {
-		keep(end - start)
+		keep(ms)
 	}
 	if r, skip := unseen(end); skip {
 		c.skipOnce(Skip{sli, r})
 		return
 	}
-	o.Seconds, o.Precise = s.seconds()
+	o.Seconds, o.Precise = float64(ms)/1000, precise
 	c.out.observe(o)
 }
 

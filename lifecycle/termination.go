@@ -62,8 +62,8 @@ func (c *stepper) termination() {
 	}
 	overGrace := down > end || (c.pod.ContainerKilled != 0 && c.pod.ContainerKilled >= end)
 	s := between(c.next.DeletionRequested, c.next.DeletionPrecise, down, c.precise(down))
-	c.measure(Termination, s, c.tooOldUnseen, func(d int64) {
-		c.next.Termination, c.next.HasTermination = Seconds32(d), true
+	c.measure(Termination, s, c.tooOldUnseen, func(ms int64) {
+		c.next.TerminationMs, c.next.HasTermination = Millis32(ms), true
 	}, Observation{Kind: Terminated, OverGrace: overGrace})
 }
 

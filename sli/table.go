@@ -91,7 +91,7 @@ var Table = []SLI{
 				Name: "podslo_pod_sandbox_creation_seconds", Type: Gauge, Stability: Alpha,
 				Help: "Per pod: time from PodScheduled to the first sandbox readiness.",
 				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
-					return float64(st.SandboxCreation), st.HasSandboxCreation
+					return float64(st.SandboxCreationMs) / 1000, st.HasSandboxCreation
 				},
 			},
 			{
@@ -129,7 +129,7 @@ var Table = []SLI{
 				Name: "podslo_pod_termination_seconds", Type: Gauge, Stability: Alpha,
 				Help: "Per pod, while it still exists: time from the deletion request to the sandbox going away.",
 				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
-					return float64(st.Termination), st.HasTermination
+					return float64(st.TerminationMs) / 1000, st.HasTermination
 				},
 			},
 		},
@@ -147,7 +147,7 @@ var Table = []SLI{
 				Name: "podslo_pod_readiness_seconds", Type: Gauge, Stability: Alpha,
 				Help: "Per pod: time from the newest container start to the first Ready.",
 				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
-					return float64(st.Readiness), st.HasReadiness
+					return float64(st.ReadinessMs) / 1000, st.HasReadiness
 				},
 			},
 		},

@@ -233,9 +233,9 @@ var podFields = []podField{
 	timeField(7, "first_ready", func(s *lifecycle.State) *int64 { return &s.FirstReady }),
 	timeField(8, "first_stable", func(s *lifecycle.State) *int64 { return &s.FirstStable }),
 	timeField(9, "stability_lost", func(s *lifecycle.State) *int64 { return &s.StabilityLost }),
-	secondsField(10, "sandbox_creation", func(s *lifecycle.State) *int32 { return &s.SandboxCreation }),
-	secondsField(11, "termination", func(s *lifecycle.State) *int32 { return &s.Termination }),
-	secondsField(12, "readiness", func(s *lifecycle.State) *int32 { return &s.Readiness }),
+	secondsOfMillisField(10, "sandbox_creation", func(s *lifecycle.State) *int32 { return &s.SandboxCreationMs }),
+	secondsOfMillisField(11, "termination", func(s *lifecycle.State) *int32 { return &s.TerminationMs }),
+	secondsOfMillisField(12, "readiness", func(s *lifecycle.State) *int32 { return &s.ReadinessMs }),
 	secondsField(13, "stabilization", func(s *lifecycle.State) *int32 { return &s.Stabilization }),
 	uintField(14, "recreations", "count", func(s *lifecycle.State) *uint32 { return &s.Recreations }),
 	uintField(15, "stability_losses", "count", func(s *lifecycle.State) *uint32 { return &s.StabilityLosses }),
@@ -269,6 +269,47 @@ var podFields = []podField{
 		uintField(26, "image_pull_init", "milliseconds", func(s *lifecycle.State) *uint32 { return &s.ImagePullInit })),
 	// Issue 35: the first deletion's grace period, for over-grace.
 	secondsField(27, "deletion_grace", func(s *lifecycle.State) *int32 { return &s.DeletionGrace }),
+	// Issue 35: the part of a second of fields 10 to 12, which the per-pod
+	// series show as the observations had it.
+	millisField(28, "sandbox_creation_ms", func(s *lifecycle.State) *int32 { return &s.SandboxCreationMs }),
+	millisField(29, "termination_ms", func(s *lifecycle.State) *int32 { return &s.TerminationMs }),
+	millisField(30, "readiness_ms", func(s *lifecycle.State) *int32 { return &s.ReadinessMs }),
+}
+
+// secondsOfMillisField is a duration the state keeps in milliseconds,
+// written in whole seconds (truncated), as releases before issue 35 kept
+// it and read it: a rollback finds the seconds it knows. millisField
+// writes the milliseconds beside it when they are not whole seconds. In
+// either order, the seconds do not overwrite milliseconds in the same
+// second.
+func secondsOfMillisField(num protowire.Number, name string, field func(*lifecycle.State) *int32) podField {
+	return podField{num: num, name: name, wire: protowire.VarintType, unit: "seconds, zigzag (of a milliseconds value; see the _ms field)",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			return appendInt(b, num, int64(*field(s)/1000))
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			if sec := protowire.DecodeZigZag(v); int64(*field(s)/1000) != sec || *field(s) == 0 {
+				*field(s) = lifecycle.MillisOfSeconds(sec)
+			}
+			return nil
+		}}
+}
+
+// millisField is the milliseconds of a secondsOfMillisField, written only
+// when they are not whole seconds: a record of whole seconds stays as
+// long as before.
+func millisField(num protowire.Number, name string, field func(*lifecycle.State) *int32) podField {
+	return podField{num: num, name: name, wire: protowire.VarintType, unit: "milliseconds, zigzag, when not whole seconds",
+		put: func(b []byte, num protowire.Number, s *lifecycle.State) []byte {
+			if v := *field(s); v%1000 != 0 {
+				return appendInt(b, num, int64(v))
+			}
+			return b
+		},
+		take: func(s *lifecycle.State, _ podRecord, v uint64, _ []byte) error {
+			*field(s) = lifecycle.Millis32(protowire.DecodeZigZag(v))
+			return nil
+		}}
 }
 
 // timeField is a time in Unix seconds, written as its delta from

@@ -21,10 +21,10 @@ import (
 // fullState sets every field of State, every phase and, per SLI, two skips.
 func fullState() lifecycle.State {
 	s := lifecycle.State{
-		Scheduled: 1700000000, FirstSandboxReady: 1700000003, LastSandboxReady: 1700007200, SandboxCreation: 3, HasSandboxCreation: true,
+		Scheduled: 1700000000, FirstSandboxReady: 1700000003, LastSandboxReady: 1700007200, SandboxCreationMs: 3000, HasSandboxCreation: true,
 		Recreations: 2, TimedOut: true, UserError: true, Excluded: true,
-		DeletionRequested: 1700009000, Termination: 12, HasTermination: true, TerminationDone: true,
-		FirstReady: 1700000010, Readiness: 4, HasReadiness: true,
+		DeletionRequested: 1700009000, TerminationMs: 12000, HasTermination: true, TerminationDone: true,
+		FirstReady: 1700000010, ReadinessMs: 4000, HasReadiness: true,
 		FirstStable: 1700000040, Stabilization: 30, HasStabilization: true, StableSeen: true, Stable: true, StabilityLost: 1700005000, StabilityLosses: 3,
 		SeenLate: true,
 	}
@@ -43,7 +43,7 @@ func TestStateRoundTrip(t *testing.T) {
 		// Ready without PodScheduled: times before and equal to the base.
 		{FirstSandboxReady: 1700000000, LastSandboxReady: 1700000000},
 		{Scheduled: 1700000000, FirstSandboxReady: 1700000000, LastSandboxReady: 1699999990},
-		{Scheduled: -5, FirstReady: -1, SandboxCreation: -2},
+		{Scheduled: -5, FirstReady: -1, SandboxCreationMs: -2000},
 	} {
 		b := encodeState(st)
 		got, err := decodeState(b)
@@ -213,7 +213,7 @@ var goldenStates = map[string]func() lifecycle.State{
 	},
 	"pod-partial": func() lifecycle.State {
 		return lifecycle.State{
-			Scheduled: 1700000000, FirstSandboxReady: 1700000002, LastSandboxReady: 1700000002, SandboxCreation: 2, HasSandboxCreation: true,
+			Scheduled: 1700000000, FirstSandboxReady: 1700000002, LastSandboxReady: 1700000002, SandboxCreationMs: 2000, HasSandboxCreation: true,
 			Phases:  lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
 			Skipped: lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.Readiness, Reason: lifecycle.NegativeDuration}).With(lifecycle.Skip{SLI: lifecycle.StartupPhase, Reason: lifecycle.InvalidCondition}),
 		}
@@ -228,10 +228,11 @@ var goldenStates = map[string]func() lifecycle.State{
 // pulled images' size, which came after. pod-startup-parts: issue 33's
 // fields for two of the three quantities field 22 held in turn.
 var goldenStatesFormat2 = map[string]func() lifecycle.State{
+	"pod-millis": goldenStateMillis,
 	"pod-precise": func() lifecycle.State {
 		return lifecycle.State{
 			Scheduled: 1700000000, ScheduledPrecise: 1123, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
-			SandboxCreation: 1, HasSandboxCreation: true, Phases: lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
+			SandboxCreationMs: 1000, HasSandboxCreation: true, Phases: lifecycle.PhaseSet(0).With(lifecycle.PhaseSandbox),
 			ContainerStart: 1700000002, ContainerStartPrecise: 1999,
 			DeletionRequested: 1700000002, DeletionPrecise: 800,
 		}
@@ -254,12 +255,24 @@ var goldenStatesFormat2 = map[string]func() lifecycle.State{
 	},
 	"pod-startup-parts": func() lifecycle.State {
 		return lifecycle.State{
-			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001, SandboxCreation: 1, HasSandboxCreation: true,
+			Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001, SandboxCreationMs: 1000, HasSandboxCreation: true,
 			ImagePull: 7000, ImagePullInit: 4000, StartupBeforePulls: 10300, Startup: 7300,
 			Pulls:   lifecycle.PullsDone | lifecycle.StartupEndSeen | lifecycle.StartupMeasured | lifecycle.StartupDone,
 			Skipped: lifecycle.SkipSet{}.With(lifecycle.Skip{SLI: lifecycle.PodStartup, Reason: lifecycle.ImagePullFailed}).With(lifecycle.Skip{SLI: lifecycle.Termination, Reason: lifecycle.Vanished}),
 		}
 	},
+}
+
+// goldenStateMillis is written by releases from issue 35 on: per-pod
+// durations with a part of a second, which releases before it read in
+// whole seconds (fields 10 to 12; fields 28 to 30 are unknown to them).
+func goldenStateMillis() lifecycle.State {
+	return lifecycle.State{
+		Scheduled: 1700000000, FirstSandboxReady: 1700000001, LastSandboxReady: 1700000001,
+		SandboxCreationMs: 550, HasSandboxCreation: true,
+		DeletionRequested: 1700000100, TerminationMs: 2350, HasTermination: true, TerminationDone: true,
+		FirstReady: 1700000003, ReadinessMs: 1001, HasReadiness: true,
+	}
 }
 
 var goldenAggregates = map[string]func() *Aggregate{

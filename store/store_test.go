@@ -73,7 +73,7 @@ func aggregates(s *Store) map[string]seriesView {
 func TestApplyPersistsAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir)
-	stA := lifecycle.State{FirstSandboxReady: 1000, LastSandboxReady: 1000, SandboxCreation: 3, HasSandboxCreation: true}
+	stA := lifecycle.State{FirstSandboxReady: 1000, LastSandboxReady: 1000, SandboxCreationMs: 3000, HasSandboxCreation: true}
 	require.NoError(t, s.Apply(Change{
 		UID: uidA, State: stA, Meta: meta("a"),
 		Observe: []Sample{{Family: "creation", Labels: []string{"runc", "none"}, Value: 3, Exemplar: &Exemplar{Namespace: "ns", Pod: "a", Value: 3}}},

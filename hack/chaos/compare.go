@@ -187,9 +187,7 @@ func checkPods(verdicts map[string]*podVerdict, names map[string]string, got *ex
 				problems = append(problems, fmt.Sprintf("%s=%s, expected %d", family, fmtNum(v), *exp))
 			}
 		}
-		want(mPodCreation, fin.Creation)
 		want(mPodRecreated, fin.Recreations)
-		want(mPodReadiness, fin.Readiness)
 		wantNear := func(family string, exp *float64, room float64) {
 			v, ok := series[family]
 			switch {
@@ -201,6 +199,17 @@ func checkPods(verdicts map[string]*podVerdict, names map[string]string, got *ex
 				problems = append(problems, fmt.Sprintf("%s=%s, expected %s ± %s", family, fmtNum(v), fmtNum(*exp), fmtNum(room)))
 			}
 		}
+		// The per-pod series have their observation's precision: in
+		// milliseconds, within watchSpread of the whole seconds.
+		seconds := func(v *int64) *float64 {
+			if v == nil {
+				return nil
+			}
+			f := float64(*v)
+			return &f
+		}
+		wantNear(mPodCreation, seconds(fin.Creation), watchSpread)
+		wantNear(mPodReadiness, seconds(fin.Readiness), watchSpread)
 		wantNear(mPodPull, fin.Pull, 0)
 		wantNear(mPodPullSize, fin.PullSize, 0)
 		wantNear(mPodStartup, fin.Startup, watchSpread)
