@@ -214,14 +214,21 @@ func (p *Pipeline) Pod(pod *lifecycle.Pod) {
 func (p *Pipeline) Deleted(uid types.UID, ref string, final *lifecycle.Pod) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var first *lifecycle.Pod
 	if r, ok := p.failed[uid]; ok && !r.deleted {
 		if final == nil {
 			// The last update never made it to the store: it is all there
 			// is of the pod's end.
-			final = r.pod
+			final, first = r.pod, r.first
 		} else {
 			keepFirstDeletion(r.pod, final)
+			first = olderFirst(r)
 		}
+	}
+	if err := p.replayFirst(first); err != nil {
+		p.failed[uid] = retry{pod: final, first: first, deleted: true, ref: ref}
+		p.log.Error("Recording deleted pod failed, will retry", "pod", ref, "err", err)
+		return
 	}
 	if err := p.forgetLocked(uid, final); err != nil {
 		p.failed[uid] = retry{pod: final, deleted: true, ref: ref}
@@ -267,8 +274,14 @@ func (p *Pipeline) forgetLocked(uid types.UID, final *lifecycle.Pod) error {
 func (p *Pipeline) Handle(pod *lifecycle.Pod) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var first *lifecycle.Pod
 	if r, ok := p.failed[pod.UID]; ok {
 		keepFirstDeletion(r.pod, pod)
+		first = olderFirst(r)
+	}
+	if err := p.replayFirst(first); err != nil {
+		p.failed[pod.UID] = retry{pod: pod, first: first, ref: klogRef(pod)}
+		return err
 	}
 	err := p.handleLocked(pod)
 	if err != nil {
@@ -277,6 +290,15 @@ func (p *Pipeline) Handle(pod *lifecycle.Pod) error {
 		delete(p.failed, pod.UID)
 	}
 	return err
+}
+
+// olderFirst is what of r a newer object of the pod comes after: its first
+// object not written, or else its newest.
+func olderFirst(r retry) *lifecycle.Pod {
+	if r.first != nil {
+		return r.first
+	}
+	return r.pod
 }
 
 func (p *Pipeline) handleLocked(pod *lifecycle.Pod) error {

@@ -584,3 +584,44 @@ func TestNoTimeoutForARecordWithoutAPod(t *testing.T) {
 	assert.Zero(t, timeoutsIn(st))
 	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
 }
+
+// TestFailedWritesKeepTheFirstReceiveTime: a pod's update whose write
+// failed on a full disk is handled before the newer update that comes
+// while the disk is still full, so that the transitions it first showed
+// keep its receive time: the sandbox timed by the watch at 2.2 s, not at
+// the 9 s of the later update, which is outside the condition's second
+// and would give whole seconds (issue 35, item 4).
+func TestFailedWritesKeepTheFirstReceiveTime(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	scheduled := stuckPod("u1")
+	scheduled.Received = 1700000000_100
+	require.NoError(t, p.Handle(scheduled))
+
+	ready := startedPod("u1", 2)
+	ready.Received = 1700000002_300
+	fail = 2
+	require.Error(t, p.Handle(ready))
+	later := startedPod("u1", 2)
+	later.Received = 1700000009_000
+	require.Error(t, p.Handle(later), "the first object's replay fails too")
+	_, sum := creations(st)
+	assert.Zero(t, sum)
+	require.NoError(t, p.Handle(later), "the disk has room again")
+	count, sum := creations(st)
+	assert.Equal(t, uint64(1), count)
+	assert.InDelta(t, 2.2, sum, 1e-9, "timed by the first update's receive time")
+	assert.Empty(t, p.failed)
+	// RetryFailed replays it the same way.
+	fail = 0
+	p2, st2 := pipelineOnMemory(t, &fail)
+	require.NoError(t, p2.Handle(scheduled))
+	fail = 2
+	require.Error(t, p2.Handle(ready))
+	require.Error(t, p2.Handle(later))
+	p2.RetryFailed()
+	count, sum = creations(st2)
+	assert.Equal(t, uint64(1), count)
+	assert.InDelta(t, 2.2, sum, 1e-9)
+	assert.Empty(t, p2.failed)
+}

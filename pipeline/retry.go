@@ -11,6 +11,12 @@ type retry struct {
 	// pod is the newest object; nil for a pod deleted while the watch was
 	// down, whose final object is unknown.
 	pod *lifecycle.Pod
+	// first is the oldest object not written since the pod's last write,
+	// when an update came after it: it is handled before pod, so that the
+	// transitions it first showed keep its receive time (a later object's
+	// is later, by the time the disk was full), as if the writes had not
+	// failed. nil when pod is the only one.
+	first *lifecycle.Pod
 	// deleted: what failed was forgetting the pod.
 	deleted bool
 	// ref names the pod for logs.
@@ -25,6 +31,12 @@ func (p *Pipeline) RetryFailed() {
 	defer p.mu.Unlock()
 	ok, failed, last := p.retryHeld()
 	for uid, r := range p.failed {
+		if err := p.replayFirst(r.first); err != nil {
+			failed, last = failed+1, err
+			continue
+		}
+		r.first = nil
+		p.failed[uid] = r
 		var err error
 		if r.deleted {
 			err = p.forgetLocked(uid, r.pod)
@@ -47,6 +59,15 @@ func (p *Pipeline) RetryFailed() {
 	} else {
 		p.log.Info("Retrying failed pod writes", "recorded", ok, "stillFailing", 0)
 	}
+}
+
+// replayFirst handles first, the oldest object of a pod not written, if
+// any, before the caller handles a newer one.
+func (p *Pipeline) replayFirst(first *lifecycle.Pod) error {
+	if first == nil {
+		return nil
+	}
+	return p.handleLocked(first)
 }
 
 // keepFirstDeletion carries the first deletion request of a pod whose
