@@ -236,11 +236,14 @@ func TestPodShapesOnARealNode(t *testing.T) {
 		// The gated pod, first seen bound, cannot tell that it waited:
 		// measured, the wait included (docs/metrics.md).
 		assert.GreaterOrEqual(ct, got["gated"], gateHold.Seconds())
-		// From a list, in whole seconds: within a second of what the
-		// watch measured.
+		// From a list, in whole seconds from the newest container's
+		// startedAt (truncated): no later than the watch's end, which is
+		// the status write that showed it, and less than a second and
+		// that write's delay earlier (1.2 s on 1.35.4).
 		for _, name := range []string{"hostpath", "init-sidecar", "flap"} {
 			if assert.Contains(ct, got, name) {
-				assert.InDelta(ct, startups[name], got[name], 1, name)
+				assert.LessOrEqual(ct, got[name], startups[name], name)
+				assert.Less(ct, startups[name]-got[name], 2.0, name)
 				assert.Equal(ct, got[name], math.Trunc(got[name]), "%s in whole seconds", name)
 			}
 		}
