@@ -253,7 +253,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		// container restarted that the exporter saw from a list, or that
 		// was the first it saw of the pod scheduled (restarted_before_seen).
 		readyRestarted, startupRestarted bool
-		recreations      int64
+		recreations                      int64
 		// startupEnd: the newest container start of the first revision
 		// the exporter saw with the container running and no deletion
 		// requested, the end of the start-up SLI in whole seconds.
