@@ -90,9 +90,3 @@ func (s span) millis() (int64, bool) {
 	}
 	return (s.end - s.start) * 1000, false
 }
-
-// seconds is millis in seconds.
-func (s span) seconds() (float64, bool) {
-	ms, precise := s.millis()
-	return float64(ms) / 1000, precise
-}

@@ -277,7 +277,9 @@ func (p *Pipeline) Handle(pod *lifecycle.Pod) error {
 	var first *lifecycle.Pod
 	if r, ok := p.failed[pod.UID]; ok {
 		keepFirstDeletion(r.pod, pod)
-		first = olderFirst(r)
+		if !r.deleted {
+			first = olderFirst(r)
+		}
 	}
 	if err := p.replayFirst(first); err != nil {
 		p.failed[pod.UID] = retry{pod: pod, first: first, ref: klogRef(pod)}
