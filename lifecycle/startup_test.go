@@ -139,3 +139,50 @@ func TestPullsGivenUp(t *testing.T) {
 		assert.Equal(t, []Skip{{ImagePull, PullsUnknown}}, out.Skips)
 	})
 }
+
+// A pod deleted before podslo saw its containers all run leaves the
+// start-up SLI with a counted skip, once: vanished, or not_schedulable for
+// a pod seen waiting to be scheduled (issue 35: nothing dropped silently).
+func TestStartupThatNeverEndedVanishes(t *testing.T) {
+	cfg := &Config{}
+	const created = "2026-01-01T00:00:00Z"
+	now := ts(t, "2026-01-01T00:00:06Z")
+	pod := running(t, created, "2026-01-01T00:00:05Z", 2, 0,
+		cond(t, corev1.PodScheduled, corev1.ConditionTrue, created),
+		cond(t, corev1.PodReadyToStartContainers, corev1.ConditionTrue, "2026-01-01T00:00:01Z"))
+	oneRunning := *pod
+	oneRunning.ContainersRunning = 1
+	waiting := oneRunning
+	waiting.Conditions = append([]Condition{}, pod.Conditions...)
+	waiting.Conditions[0].Status = corev1.ConditionFalse
+	startups := func(out Outcome) []Skip { return filterSkips(out.Skips, PodStartup) }
+
+	for _, tc := range []struct {
+		name string
+		pod  *Pod
+		prev State
+		want []Skip
+	}{
+		{"never all running", &oneRunning, State{}, []Skip{{PodStartup, Vanished}}},
+		{"waited to be scheduled", &waiting, State{}, []Skip{{PodStartup, NotSchedulable}}},
+		{"a user error", &oneRunning, State{UserError: true}, []Skip{{PodStartup, Vanished}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			st, out := Step(now, tc.pod, Inputs{}, tc.prev, cfg)
+			assert.Empty(t, startups(out))
+			gone, out := Vanish(st)
+			assert.Equal(t, tc.want, startups(out))
+			_, out = Vanish(gone)
+			assert.Empty(t, startups(out), "once")
+		})
+	}
+	t.Run("ended, pulls in", func(t *testing.T) {
+		var both Pulls
+		both.Add(pulled("a", 1000))
+		both.Add(pulled("b", 500))
+		st, out := Step(now, pod, Inputs{Pulls: &both}, State{}, cfg)
+		assert.Len(t, observed(out, StartedUp), 1)
+		_, out = Vanish(st)
+		assert.Empty(t, startups(out))
+	})
+}

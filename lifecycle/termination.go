@@ -68,7 +68,8 @@ func (c *stepper) termination() {
 }
 
 // Vanish is the pod's deletion from the API: a termination not measured by
-// then never will be, nor pulls not in by then (GiveUpPulls).
+// then never will be, nor pulls not in by then (GiveUpPulls), nor a
+// start-up whose end podslo never saw.
 func Vanish(prev State) (State, Outcome) {
 	var out Outcome
 	c := stepper{next: &prev, out: &out}
@@ -76,8 +77,19 @@ func Vanish(prev State) (State, Outcome) {
 		prev.TerminationDone = true
 		c.skipOnce(Skip{Termination, Vanished})
 	}
-	if prev.AwaitsPulls() {
+	switch {
+	case prev.AwaitsPulls():
 		c.giveUpPulls()
+	case prev.Pulls.Has(StartupEndSeen) || prev.Pulls.Has(StartupDone):
+		// Ended (observed, skipped, or left out as a user error).
+	case prev.Pulls.Has(StartupNotSchedulable):
+		c.startupSkipped(NotSchedulable)
+	default:
+		// Deleted before podslo saw its containers all run at once
+		// (deleted while starting, stuck, blocked by a missing Secret,
+		// crashing, or completed before podslo first saw it): counted,
+		// not dropped.
+		c.startupSkipped(Vanished)
 	}
 	return prev, out
 }

@@ -196,6 +196,7 @@ func TestPodShapesOnARealNode(t *testing.T) {
 	}
 	// The gate is lifted gateHold after the pod's creation.
 	time.Sleep(time.Until(pods["gated"].CreationTimestamp.Add(gateHold + time.Second)))
+	s.tr.act("gated", "lift the scheduling gate")
 	_, err := c.CoreV1().Pods(ns).Patch(ctx, "gated", types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{})
 	require.NoError(t, err)
 	var uids []types.UID

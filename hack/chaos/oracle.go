@@ -489,6 +489,16 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 	if gone && !terminationDone {
 		skip("termination", "vanished")
 	}
+	// A start-up whose end the exporter never saw leaves with the pod
+	// (lifecycle.Vanish): deleted while starting, stuck, or first seen
+	// being deleted.
+	if gone && startupEnd == 0 && !startupRestarted {
+		if notSchedulable {
+			skip("pod_startup", "not_schedulable")
+		} else {
+			skip("pod_startup", "vanished")
+		}
+	}
 	// Timeout: scheduled, never a sandbox, not being deleted, past the
 	// timeout when a check ran; or a first sandbox or deletion request
 	// that came past it.
