@@ -36,7 +36,13 @@ func (c *stepper) sandbox() {
 	}
 	if sandbox.Status != corev1.ConditionTrue {
 		// False or Unknown: a sandbox being created, lost, or torn down at
-		// termination. None of these is an observation of creation.
+		// termination. None of these is an observation of creation. A
+		// loss after the last readiness is remembered: the kubelet often
+		// re-creates the sandbox within the second, and a loss in the
+		// second of the readiness leaves the re-creation the same time.
+		if c.next.FirstSandboxReady != 0 && c.pod.DeletionTimestamp == nil && sandbox.LastTransitionTime >= c.next.LastSandboxReady {
+			c.next.SandboxDownSeen = true
+		}
 		return
 	}
 	readyAt := sandbox.LastTransitionTime
@@ -54,10 +60,20 @@ func (c *stepper) sandbox() {
 		}
 		// A newer transition to True proves the sandbox was lost and rebuilt,
 		// even if podslo never saw the False in between (it was down).
-		c.next.LastSandboxReady = readyAt
-		c.next.Recreations++
-		c.out.observe(Observation{Kind: SandboxRecreated})
+		c.recreated(readyAt)
+	case readyAt == c.next.LastSandboxReady && c.next.SandboxDownSeen:
+		// Lost and rebuilt within the second of the last readiness: the
+		// times alone cannot show it, the False podslo saw between does.
+		c.recreated(readyAt)
 	}
+}
+
+// recreated counts a re-created sandbox, ready at readyAt.
+func (c *stepper) recreated(readyAt int64) {
+	c.next.LastSandboxReady = readyAt
+	c.next.SandboxDownSeen = false
+	c.next.Recreations++
+	c.out.observe(Observation{Kind: SandboxRecreated})
 }
 
 // kubeletConditionLag bounds how long after the containers' start a

@@ -157,6 +157,25 @@ func TestKEP3085Stories(t *testing.T) {
 			want: want{created: []float64{6}, recreations: 1},
 		},
 		{
+			// The kubelet writes the crash's False alone and often the
+			// re-creation's True in the same second: lost in the second
+			// of the first readiness, the new True has the old time, and
+			// only the False seen between tells (issue 35).
+			name: "a sandbox lost and rebuilt within the second of its readiness",
+			snaps: []snapshot{
+				{"2022-12-06T15:33:53Z", podWith(cond(t, hasNetwork, T, "2022-12-06T15:33:52Z"), cond(t, scheduled, T, "2022-12-06T15:33:46Z"))},
+				{"2022-12-06T15:33:53Z", podWith(cond(t, hasNetwork, F, "2022-12-06T15:33:52Z"), cond(t, scheduled, T, "2022-12-06T15:33:46Z"))},
+				{"2022-12-06T15:33:53Z", podWith(cond(t, hasNetwork, T, "2022-12-06T15:33:52Z"), cond(t, scheduled, T, "2022-12-06T15:33:46Z"))},
+				// The same object again, and a later loss and re-creation
+				// in one second: one more each.
+				{"2022-12-06T15:40:00Z", podWith(cond(t, hasNetwork, T, "2022-12-06T15:33:52Z"), cond(t, scheduled, T, "2022-12-06T15:33:46Z"))},
+				{"2022-12-06T17:33:46Z", podWith(cond(t, hasNetwork, F, "2022-12-06T17:33:46Z"), cond(t, scheduled, T, "2022-12-06T15:33:46Z"))},
+				{"2022-12-06T17:33:47Z", podWith(cond(t, hasNetwork, T, "2022-12-06T17:33:46Z"), cond(t, scheduled, T, "2022-12-06T15:33:46Z"))},
+				{"2022-12-06T17:44:00Z", podWith(cond(t, hasNetwork, T, "2022-12-06T17:33:46Z"), cond(t, scheduled, T, "2022-12-06T15:33:46Z"))},
+			},
+			want: want{created: []float64{6}, recreations: 2},
+		},
+		{
 			name: "story 5: graceful termination, 2s and the False at teardown is nothing",
 			snaps: []snapshot{
 				{"2022-12-06T12:33:50Z", podWith(cond(t, hasNetwork, T, "2022-12-06T12:33:48Z"), cond(t, scheduled, T, "2022-12-06T12:33:46Z"))},

@@ -419,6 +419,11 @@ type State struct {
 	// node); Stable is its current status, for the per-pod gauge.
 	StableSeen bool
 	Stable     bool
+	// SandboxDownSeen: podslo saw the sandbox condition False (or
+	// Unknown) at or after its last readiness, with no deletion
+	// requested: a readiness in that same second is a re-creation
+	// (sandbox.go).
+	SandboxDownSeen bool
 
 	// Pulls says what is known of the image pulls and the start-up SLI
 	// (PullFlags), and so which of the fields below are valid.

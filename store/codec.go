@@ -149,6 +149,7 @@ var stateFlagBits = []struct {
 	{1 << 9, func(s *lifecycle.State) *bool { return &s.StableSeen }},
 	{1 << 10, func(s *lifecycle.State) *bool { return &s.SeenLate }},
 	{1 << 11, func(s *lifecycle.State) *bool { return &s.SeenRecreated }},
+	{1 << 12, func(s *lifecycle.State) *bool { return &s.SandboxDownSeen }},
 }
 
 func stateFlags(s *lifecycle.State) uint64 {

@@ -254,6 +254,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		// was the first it saw of the pod scheduled (restarted_before_seen).
 		readyRestarted, startupRestarted bool
 		recreations                      int64
+		// downSeen: a sandbox False (or Unknown) at or after the last
+		// readiness, no deletion requested, seen since that readiness.
+		downSeen bool
 		// startupEnd: the newest container start of the first revision
 		// the exporter saw with the container running and no deletion
 		// requested, the end of the start-up SLI in whole seconds.
@@ -346,11 +349,16 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 					fin.Creation = &v
 					observe(mCreation, v)
 				}
-			case sb.Time > lastSandbox:
-				lastSandbox = sb.Time
+			case sb.Time > lastSandbox, sb.Time == lastSandbox && downSeen:
+				// A newer True, or one in the second of the last after a
+				// False the exporter saw: a re-creation.
+				lastSandbox, downSeen = sb.Time, false
 				recreations++
 				count(mRecreations)
 			}
+		}
+		if firstSandbox != 0 && sb.Status != "" && !sb.isTrue() && r.Deletion == 0 && sb.Time >= lastSandbox {
+			downSeen = true
 		}
 		// Init: first sandbox to Initialized, pods with init containers.
 		if h.HasInit && r.Initialized.isTrue() {

@@ -237,6 +237,30 @@ func TestOracleRecreation(t *testing.T) {
 	}
 }
 
+// A sandbox lost and re-created within the second of its readiness keeps
+// the readiness's time: the False the exporter saw between makes it a
+// re-creation, and without that False it is none (lifecycle/sandbox.go).
+func TestOracleRecreationInTheSameSecond(t *testing.T) {
+	h := build("", nil,
+		step{0, sched(0)},
+		step{0.1, sandbox("False", 0)},
+		step{1.1, sandbox("True", 1)},
+		step{1.3, sandbox("False", 1)},
+		step{1.5, func(r *revision) { sandbox("True", 1)(r); r.Restarts = 0 }},
+		step{2.1, running(2)},
+	)
+	l := classLabels{"none", "none"}
+	oc := config()
+	if got := oc.judge(h, watchingAll()).Outcomes[0].Count[classSeries(mRecreations, l)]; got != 1 {
+		t.Errorf("recreations, every revision seen: got %v, want 1", got)
+	}
+	ch := choices{Seen: []bool{true, true, true, false, true, true}}
+	out, _, _ := oc.walk(h, ch)
+	if got := out.Count[classSeries(mRecreations, l)]; got != 0 {
+		t.Errorf("recreations, the False not seen: got %v, want 0", got)
+	}
+}
+
 // The first Ready, after a restart, reaches the exporter from a new
 // process's list: it may be the restart's, and is skipped
 // (restarted_before_seen); from an outage's snapshot, a resumed watch or a
