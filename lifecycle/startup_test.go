@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	corev1 "k8s.io/api/core/v1"
@@ -185,4 +186,32 @@ func TestStartupThatNeverEndedVanishes(t *testing.T) {
 		_, out = Vanish(st)
 		assert.Empty(t, startups(out))
 	})
+}
+
+// A pod a sweep finds gone while still waiting for its first sandbox, past
+// its creation timeout that no check caught, may have gone before or after
+// its deadline: the timeout is skipped as vanished, not lost nor counted.
+func TestSweptPastItsTimeout(t *testing.T) {
+	cfg := &Config{SandboxCreationTimeout: time.Minute}
+	stuck := State{Scheduled: 100}
+	sandboxSkips := func(out Outcome) []Skip { return filterSkips(out.Skips, SandboxCreation) }
+
+	_, out := Swept(time.Unix(100+120, 0), stuck, cfg)
+	assert.Equal(t, []Skip{{SandboxCreation, Vanished}}, sandboxSkips(out))
+	assert.Empty(t, out.Observations, "no timeout counted")
+
+	_, out = Swept(time.Unix(100+30, 0), stuck, cfg)
+	assert.Empty(t, sandboxSkips(out), "before its deadline: no timeout to lose")
+
+	timedOut, _ := Timeout(time.Unix(100+61+1, 0), Inputs{}, stuck, cfg)
+	_, out = Swept(time.Unix(100+120, 0), timedOut, cfg)
+	assert.Empty(t, sandboxSkips(out), "a check counted it already")
+	assert.Empty(t, out.Observations)
+
+	ready := State{Scheduled: 100, FirstSandboxReady: 102, LastSandboxReady: 102}
+	_, out = Swept(time.Unix(100+120, 0), ready, cfg)
+	assert.Empty(t, sandboxSkips(out), "it had its sandbox")
+	same, _ := Vanish(stuck)
+	swept, _ := Swept(time.Unix(100+30, 0), stuck, cfg)
+	assert.Equal(t, same, swept, "as Vanish otherwise")
 }

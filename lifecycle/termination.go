@@ -1,6 +1,10 @@
 package lifecycle
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
 
 // termination measures KEP-3085 Story 5: from the deletion request to the
 // lastTransitionTime of the first sandbox False at or after it.
@@ -65,6 +69,24 @@ func (c *stepper) termination() {
 	c.measure(Termination, s, c.tooOldUnseen, func(ms int64) {
 		c.next.TerminationMs, c.next.HasTermination = Millis32(ms), true
 	}, Observation{Kind: Terminated, OverGrace: overGrace})
+}
+
+// Swept is Vanish for a pod a sweep found gone after a relist or a
+// restart, gone by goneBy: podslo never saw its deletion. A pod still
+// waiting for its first sandbox whose creation timeout had passed by
+// goneBy, and which no check caught pending past it (the checks wait
+// while podslo cannot see), may have been deleted before its deadline or
+// after: its timeout can be neither counted nor ruled out, and is skipped
+// as vanished.
+func Swept(goneBy time.Time, prev State, cfg *Config) (State, Outcome) {
+	pending := prev.Scheduled != 0 && prev.FirstSandboxReady == 0 && !prev.TimedOut && prev.DeletionRequested == 0
+	next, out := Vanish(prev)
+	if pending && cfg.pastTimeout(prev.Scheduled, goneBy.Unix()) {
+		next.TimedOut = true
+		c := stepper{now: goneBy.Unix(), cfg: cfg, next: &next, out: &out}
+		c.skipOnce(Skip{SandboxCreation, Vanished})
+	}
+	return next, out
 }
 
 // Vanish is the pod's deletion from the API: a termination not measured by

@@ -114,6 +114,8 @@ type Pipeline struct {
 	// suspects are the UIDs in the store that the last sweep found no pod
 	// for.
 	suspects map[types.UID]struct{}
+	// suspectedAt is when the last sweep ran: a suspect was gone by then.
+	suspectedAt time.Time
 	// handover is set when the state was written under another scope, or
 	// under an unknown one.
 	handover *handover

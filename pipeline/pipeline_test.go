@@ -219,6 +219,32 @@ func TestSweepForgetsOrphansOnlyAfterTwoLooks(t *testing.T) {
 	assert.Equal(t, 1.0, skipped(st, "termination", "vanished"))
 }
 
+// A pod still waiting for its first sandbox that a sweep finds gone, its
+// deletion unseen: gone by the sweep that first missed it, before its
+// creation timeout it never timed out; after it, it may have, and its
+// timeout is skipped as vanished, not lost (lifecycle.Swept).
+func TestSweptStuckPodsTimeoutByTheFirstSweepThatMissedThem(t *testing.T) {
+	now := time.Unix(1700000000+30, 0)
+	st, err := store.Open(store.Options{Dir: store.InMemory})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = st.Close() })
+	p, err := New(st, Options{Scope: scope.Unscoped, Now: func() time.Time { return now },
+		Lifecycle: lifecycle.Config{SandboxCreationTimeout: time.Minute}})
+	require.NoError(t, err)
+	p.Pod(stuckPod("early"))
+	p.live = liveSet{}.get
+	p.Sweep() // at +30 s: suspected
+	now = now.Add(2 * time.Minute)
+	p.Pod(stuckPod("late"))
+	p.Sweep() // at +150 s: "early" gone by +30 s, forgotten; "late" suspected
+	assert.Zero(t, skipped(st, "sandbox_creation", "vanished"), "gone before its timeout")
+	now = now.Add(time.Minute)
+	p.Sweep() // at +210 s: "late" gone by +150 s, past its timeout
+	assert.Equal(t, 1.0, skipped(st, "sandbox_creation", "vanished"))
+	assert.Equal(t, 2.0, skipped(st, "termination", "vanished"))
+	assert.Zero(t, st.Len())
+}
+
 // A live pod whose first write failed at start-up has no record yet, only a
 // retry: the start-up sweep must not take a record of it for a pod deleted
 // while podslo was down, and the retry observes its sandbox once.

@@ -28,7 +28,7 @@ func (p *Pipeline) sweep(now bool) int {
 	orphans := p.orphans()
 	failedOut := p.forgetMovedOut(orphans)
 	forgotten := p.forgetVanished(orphans, failedOut, now)
-	p.suspects = orphans
+	p.suspects, p.suspectedAt = orphans, p.opts.Now()
 	if now {
 		p.handover.firstSweepFinished(failedOut)
 	}
@@ -96,7 +96,13 @@ func (p *Pipeline) forgetVanished(orphans, skip map[types.UID]struct{}, now bool
 			continue
 		}
 		prev, _ := p.store.Get(uid)
-		next, out := lifecycle.Vanish(prev)
+		// The pod was gone by the sweep that first missed it: the last
+		// one, or this one at start-up, right after the first list.
+		goneBy := p.suspectedAt
+		if now {
+			goneBy = p.opts.Now()
+		}
+		next, out := lifecycle.Swept(goneBy, prev, &p.opts.Lifecycle)
 		if prev == (lifecycle.State{UserError: true}) {
 			// Only a FailedMount event ever named this pod: there was
 			// nothing to measure.

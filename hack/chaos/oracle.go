@@ -214,6 +214,9 @@ type choices struct {
 	// Listed says which revisions the exporter saw from a list rather than
 	// a watch event; nil means none.
 	Listed []bool
+	// SweptLate: the exporter found the pod gone in a sweep (it never saw
+	// the deletion) after the pod's creation timeout.
+	SweptLate bool
 }
 
 func (c *choices) saw(i int) bool { return c.Seen == nil || c.Seen[i] }
@@ -497,6 +500,12 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 	if gone && !terminationDone {
 		skip("termination", "vanished")
 	}
+	// Found gone past its timeout, still waiting for its first sandbox as
+	// far as the exporter saw, no check having caught it: it may have
+	// gone before its deadline or after (lifecycle.Swept).
+	if gone && ch.SweptLate && scheduled != 0 && firstSandbox == 0 && deletionRequested == 0 && !ch.TimedOut && !lateTimeout {
+		skip("sandbox_creation", "vanished")
+	}
 	// A start-up whose end the exporter never saw leaves with the pod
 	// (lifecycle.Vanish): deleted while starting, stuck, or first seen
 	// being deleted.
@@ -693,6 +702,21 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 		v.Uncertain = append(v.Uncertain, "restart listed")
 	}
 
+	// A pod removed while the exporter did not watch, never with a
+	// sandbox: the sweep that first misses it may come after its timeout.
+	// It surely does for a pod removed past its timeout that only a new
+	// process's list can show gone.
+	sweptOpts := []bool{false}
+	if gone := !h.Removed.IsZero() && !h.Removed.After(o.End); gone && marks.scheduled != 0 && marks.firstSandbox < 0 && !t.watchedAt(h.Removed) {
+		due := time.Unix(marks.scheduled+int64(o.Timeout/time.Second), 0)
+		if h.Removed.After(due) && t.surelyListed(h.Removed) {
+			sweptOpts = []bool{true}
+		} else {
+			sweptOpts = []bool{false, true}
+			v.Uncertain = append(v.Uncertain, "swept past the timeout")
+		}
+	}
+
 	seen := make([]bool, len(base))
 	distinct := map[string]bool{}
 	finals := map[string]bool{}
@@ -705,14 +729,16 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 			for _, missed := range pullOpts {
 				for _, givenUp := range givenUpOpts {
 					for _, listed := range listedOpts {
-						out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to, PullMissed: missed, PullsGivenUp: givenUp, Listed: listed})
-						if k := out.key(); !distinct[k] {
-							distinct[k] = true
-							v.Outcomes = append(v.Outcomes, out)
-						}
-						if k := fin.key(); !finals[k] {
-							finals[k] = true
-							v.Final = fin
+						for _, swept := range sweptOpts {
+							out, fin, _ := o.walk(h, choices{Seen: seen, TimedOut: to, PullMissed: missed, PullsGivenUp: givenUp, Listed: listed, SweptLate: swept})
+							if k := out.key(); !distinct[k] {
+								distinct[k] = true
+								v.Outcomes = append(v.Outcomes, out)
+							}
+							if k := fin.key(); !finals[k] {
+								finals[k] = true
+								v.Final = fin
+							}
 						}
 					}
 				}
@@ -722,7 +748,7 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 	// The per-pod series are checked only where what the exporter saw
 	// leaves one answer.
 	v.FinalUncertain = len(finals) > 1 || len(v.Loose) > 0
-	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts)*len(pullOpts)*len(givenUpOpts)*len(listedOpts) {
+	if len(unsure) > 0 && len(v.Outcomes) > len(timeoutOpts)*len(pullOpts)*len(givenUpOpts)*len(listedOpts)*len(sweptOpts) {
 		v.Uncertain = append(v.Uncertain, fmt.Sprintf("%d revisions near a fault", len(unsure)))
 	}
 	return v
