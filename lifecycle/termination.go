@@ -33,9 +33,16 @@ func (c *stepper) termination() {
 		// A sandbox that was ready once and is already down when the
 		// deletion is first seen went away before the request (a completed
 		// pod): the deletion cost no termination. One that never was ready
-		// is left to vanish.
+		// is left to vanish. First seen with grace 0, the deletion is the
+		// kubelet's last one, which moved deletionTimestamp to now: the
+		// request podslo missed may have come before the sandbox went, and
+		// the termination is lost, not free (vanished).
 		if c.next.FirstSandboxReady != 0 && sandbox != nil && sandbox.Status != corev1.ConditionTrue && sandbox.LastTransitionTime < requested {
 			c.next.TerminationDone = true
+			if grace == 0 {
+				c.skipOnce(Skip{Termination, Vanished})
+				return
+			}
 			c.skipOnce(Skip{Termination, TerminatedBeforeDelete})
 			return
 		}

@@ -181,6 +181,19 @@ func TestTermination(t *testing.T) {
 			skips:  []Skip{{Termination, Vanished}},
 		},
 		{
+			// podslo missed the request (down, or an outage) and first
+			// sees the kubelet's final grace-0 delete, which moved
+			// deletionTimestamp to now: the request may have come before
+			// the sandbox went down, so the termination is lost, not free.
+			name: "first seen at the kubelet's final grace-0 delete",
+			snaps: []snapshot{
+				{"2022-12-06T12:33:50Z", running},
+				{"2022-12-06T15:00:31Z", deleting(t, down("2022-12-06T15:00:30Z"), "2022-12-06T15:00:31Z", 0)},
+			},
+			vanish: true,
+			skips:  []Skip{{Termination, Vanished}},
+		},
+		{
 			name: "a completed pod deleted later cost no termination",
 			snaps: []snapshot{
 				{"2022-12-06T12:33:50Z", running},

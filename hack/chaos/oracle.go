@@ -425,7 +425,13 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 				}
 				if firstSandbox != 0 && sb.Status != "" && !sb.isTrue() && sb.Time < deletionRequested {
 					terminationDone = true
-					skip("termination", "terminated_before_delete")
+					if r.Grace == 0 {
+						// The final grace-0 delete first: the request
+						// was missed (lifecycle/termination.go).
+						skip("termination", "vanished")
+					} else {
+						skip("termination", "terminated_before_delete")
+					}
 					continue
 				}
 			}

@@ -515,7 +515,8 @@ func TestOracleReplacedInOutage(t *testing.T) {
 
 // TestOracleFinalRevisionOnly is kwok's removal, a delete with grace 0 that
 // moves deletionTimestamp to the removal request: an exporter that saw
-// only that last revision takes the sandbox for gone before the request.
+// only that last revision cannot tell when the request came, and the
+// termination is lost (vanished), not free.
 func TestOracleFinalRevisionOnly(t *testing.T) {
 	h := build("runc", nil,
 		step{0, sched(0)}, step{0.1, sandbox("False", 0)}, step{1.1, sandbox("True", 1)},
@@ -534,9 +535,9 @@ func TestOracleFinalRevisionOnly(t *testing.T) {
 	if len(v.Outcomes) != 1 {
 		t.Fatalf("want one outcome, got %d (uncertain %v)", len(v.Outcomes), v.Uncertain)
 	}
-	skipped := seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "terminated_before_delete"})
+	skipped := seriesKey(mSkipped, map[string]string{"sli": "termination", "reason": "vanished"})
 	if got := v.Outcomes[0].Count[skipped]; got != 1 {
-		t.Errorf("terminated_before_delete: got %v, want 1 (%v)", got, v.Outcomes[0].Count)
+		t.Errorf("vanished: got %v, want 1 (%v)", got, v.Outcomes[0].Count)
 	}
 	if got := v.Ideal.Observe[classSeries(mTermination, classLabels{"runc", "none"})]; len(got) != 1 || got[0] != 1 {
 		t.Errorf("ideal termination: got %v, want [1]", got)
