@@ -167,6 +167,8 @@ type podTruth struct {
 	// start, zero unless running.
 	restarts int32
 	started  time.Time
+	// firstStarted is the first running container's startedAt seen.
+	firstStarted time.Time
 	// The first deletion request seen (deletionTimestamp minus the grace
 	// period), and the end of its grace period: the first
 	// deletionTimestamp seen. The kubelet kills at that end, though the
@@ -203,6 +205,39 @@ func (p podTruth) between(from, to string) (float64, bool) {
 	s, ok1 := p.seen[from]
 	e, ok2 := p.seen[to]
 	return e.Sub(s).Seconds(), ok1 && ok2
+}
+
+// statusTime is a transition's time as the pod's status gives it, in
+// whole seconds.
+func (p podTruth) statusTime(what string) time.Time {
+	switch what {
+	case seenScheduled:
+		return p.scheduled
+	case seenSandboxReady:
+		if len(p.sandboxReady) > 0 {
+			return p.sandboxReady[0]
+		}
+	case seenStarted:
+		return p.firstStarted
+	case seenReady:
+		return p.ready
+	case seenRequested:
+		return p.requested
+	case seenGone:
+		return p.sandboxGone
+	}
+	return time.Time{}
+}
+
+// seenLate reports whether the test's watch received a transition so long
+// after its second that podslo, whose watch receives it within a few
+// milliseconds of the test's, may take it for no evidence of its time:
+// more than a second and the watch tolerance after it, less 100 ms for
+// the two watches' difference (lifecycle/precise.go).
+func (p podTruth) seenLate(what string) bool {
+	at, ok := p.seen[what]
+	second := p.statusTime(what).Truncate(time.Second)
+	return ok && !second.IsZero() && at.Sub(second) >= time.Second+watchTolerance-100*time.Millisecond
 }
 
 // note records the receive time of a transition the first time it shows.
@@ -275,6 +310,9 @@ func (tr *truth) observe(obj any, deleted bool) {
 		p.started = time.Time{}
 		if r := c.State.Running; r != nil {
 			p.started = r.StartedAt.Time
+			if p.firstStarted.IsZero() {
+				p.firstStarted = p.started
+			}
 			p.note(seenStarted, at)
 		}
 		if term := c.State.Terminated; term != nil && term.ExitCode == 137 && term.Reason != "OOMKilled" {

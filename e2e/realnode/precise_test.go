@@ -93,29 +93,43 @@ func TestMillisecondsOnARealNode(t *testing.T) {
 		{"podslo_pod_termination_duration_seconds", seenRequested, seenGone},
 	}
 	diffs := map[string][]float64{}
+	inSeconds := map[string]int{}
 	var creationSum float64
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 		fams := scrape(ct, url)
 		clear(diffs)
+		clear(inSeconds)
 		creationSum = 0
 		for _, x := range slis {
 			count, sum := histogramByClass(fams[x.family])
 			for _, name := range names {
-				want, ok := s.tr.get(uids[name]).between(x.from, x.to)
+				p := s.tr.get(uids[name])
+				want, ok := p.between(x.from, x.to)
 				require.True(ct, ok, "%s: the test's watch did not see %s and %s", name, x.from, x.to)
 				require.Equal(ct, uint64(1), count[name], "%s of %s", x.family, name)
-				diffs[x.family] = append(diffs[x.family], math.Abs(sum[name]-want))
+				d := math.Abs(sum[name] - want)
+				if p.seenLate(x.from) || p.seenLate(x.to) {
+					// An update that came more than a second and the
+					// tolerance after its transition's second is no
+					// evidence of its time, and podslo measures whole
+					// seconds from the status: a kubelet before 1.36
+					// writes the containers' start a sync late.
+					inSeconds[x.family]++
+					d = min(d, math.Abs(sum[name]-p.statusTime(x.to).Sub(p.statusTime(x.from)).Seconds()))
+				}
+				diffs[x.family] = append(diffs[x.family], d)
 				if x.from == seenScheduled {
 					creationSum += sum[name]
 				}
 			}
 		}
 		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
-		for _, sli := range []string{"sandbox_creation", "readiness", "termination"} {
-			assert.Equal(ct, float64(pods), precision[sli+",millisecond"], sli)
-			assert.Zero(ct, precision[sli+",second"], sli)
+		for i, sli := range []string{"sandbox_creation", "readiness", "termination"} {
+			assert.Equal(ct, float64(pods), precision[sli+",millisecond"]+precision[sli+",second"], sli)
+			assert.LessOrEqual(ct, precision[sli+",second"], float64(inSeconds[slis[i].family]), "%s: in seconds with its updates in time", sli)
 		}
 	}, 30*time.Second, 100*time.Millisecond, "podslo's milliseconds differ from the test's watch")
+	t.Logf("measured in seconds, updates late: %v", inSeconds)
 
 	// The difference from the test's own watch, pod by pod: both receive
 	// the same API server's updates, so only their delivery differs.
