@@ -39,6 +39,8 @@ const (
 	annotationIgnoreTerm = "kwok.podslo.io/ignore-sigterm"
 	annotationPreStop    = "kwok.podslo.io/prestop"
 	annotationExitAfter  = "kwok.podslo.io/exit-after"
+	annotationCrashAfter = "kwok.podslo.io/crash-after"
+	annotationUnready    = "kwok.podslo.io/unready"
 )
 
 // scenarios gives each pod of the fixtures its kwok equivalent: what the
@@ -69,6 +71,19 @@ var scenarios = map[string]map[string]podOption{
 	// The claims are left out: kwok mounts nothing, and the real kubelet's
 	// sequence with a claim is the one without (testdata/README.md).
 	"TestPVCBackedPodsOnARealNode": {"hostpath-0": nil, "hostpath-1": nil, "local-0": nil, "plain": nil},
+	"TestPodShapesOnARealNode": {
+		// withInit("setup", "sleep", "2s"), withSidecar("proxy")
+		"init-sidecar": withInitAndSidecar,
+		// withGate: created gated, bound once the gate is lifted.
+		"gated":    withGate,
+		"hostpath": nil,
+		// withArgs("sleep", "8s") under restartPolicy Always: exits 0
+		// after 8 s, restarted at once the first time.
+		"crashloop": annotated(annotationCrashAfter, "8"),
+		// withFailingReadiness: a probe every second, failing 6 s after
+		// the start for 4 s.
+		"flap": flapping(6, 4),
+	},
 }
 
 // notReplayed are the fixtures the stages do not imitate at all, and why:
@@ -116,6 +131,30 @@ func exitsAfter(seconds int) podOption {
 	return func(p *corev1.Pod) {
 		p.Spec.RestartPolicy = corev1.RestartPolicyNever
 		p.Annotations[annotationExitAfter] = strconv.Itoa(seconds)
+	}
+}
+
+func withInitAndSidecar(p *corev1.Pod) {
+	always := corev1.ContainerRestartPolicyAlways
+	p.Spec.InitContainers = []corev1.Container{
+		{Name: "setup", Image: "registry.k8s.io/pause:3.10"},
+		{Name: "proxy", Image: "registry.k8s.io/pause:3.10", RestartPolicy: &always},
+	}
+}
+
+func withGate(p *corev1.Pod) {
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "podslo.test/hold"}}
+}
+
+// flapping is a readiness probe every second that fails after seconds
+// for more seconds, as the annotation tells the stages.
+func flapping(after, more int) podOption {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].ReadinessProbe = &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}},
+			PeriodSeconds: 1, FailureThreshold: 1, SuccessThreshold: 1, TimeoutSeconds: 1,
+		}
+		p.Annotations[annotationUnready] = fmt.Sprintf("%d,%d", after, more)
 	}
 }
 
@@ -481,6 +520,10 @@ func replay(t *testing.T, c kubernetes.Interface, rec *recorder, ns, name string
 			createAndBind(t, c, ns, name, opt)
 		case a.what == "kill the sandbox through containerd":
 			crash(t, c, rec, ns, name)
+		case a.what == "lift the scheduling gate":
+			_, err := c.CoreV1().Pods(ns).Patch(ctx, name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/schedulingGates"}]`), metav1.PatchOptions{})
+			require.NoError(t, err)
+			bind(t, c, ns, name, rec.pod(key).UID)
 		case m != nil:
 			grace, _ := strconv.ParseInt(m[1], 10, 64)
 			redelete(t, rec, key, grace)
@@ -511,8 +554,18 @@ func createAndBind(t *testing.T, c kubernetes.Interface, ns, name string, opt po
 	}
 	created, err := c.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	require.NoError(t, err)
-	require.NoError(t, c.CoreV1().Pods(ns).Bind(ctx, &corev1.Binding{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: created.UID},
+	if len(pod.Spec.SchedulingGates) == 0 {
+		// A gated pod is bound when its gate is lifted, as the scheduler
+		// would.
+		bind(t, c, ns, name, created.UID)
+	}
+}
+
+// bind binds the pod to the kwok node, as kube-scheduler does (the binding
+// writes PodScheduled).
+func bind(t *testing.T, c kubernetes.Interface, ns, name string, uid types.UID) {
+	require.NoError(t, c.CoreV1().Pods(ns).Bind(context.Background(), &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: uid},
 		Target:     corev1.ObjectReference{Kind: "Node", Name: nodeName},
 	}, metav1.CreateOptions{}))
 }
