@@ -33,6 +33,8 @@ type driverStats struct {
 	Stuck         int `json:"stuck"`
 	UserError     int `json:"userError"`
 	Init          int `json:"init"`
+	CrashLoop     int `json:"crashLoop"`
+	Flap          int `json:"flap"`
 	Deleted       int `json:"deleted"`
 	ForceDeleted  int `json:"forceDeleted"`
 	SameNameAgain int `json:"sameNameAgain"` // pods created under a name used before
@@ -157,6 +159,12 @@ func (d *driver) drawKind(now time.Time) podKind {
 		k.UserError = x < 0.015
 	case x < 0.13 && d.crashAllowed(now):
 		k.Crash = true
+	case x >= 0.13 && x < 0.18 && d.crashAllowed(now):
+		// Its exit and restart, MinLife after its start, kept away from
+		// the faults as a sandbox crash is.
+		k.CrashLoop = true
+	case x >= 0.18 && x < 0.23 && d.crashAllowed(now):
+		k.Flap = true
 	}
 	return k
 }
@@ -201,6 +209,12 @@ func (d *driver) createKind(s *slot, k podKind, now time.Time) {
 			}
 			if k.Init {
 				d.stats.Init++
+			}
+			if k.CrashLoop {
+				d.stats.CrashLoop++
+			}
+			if k.Flap {
+				d.stats.Flap++
 			}
 		}
 		if err != nil {
@@ -341,7 +355,8 @@ func (d *driver) reap(now time.Time) {
 }
 
 // eligible lists the slots whose pod may be deleted now: Ready for at least
-// MinLife (a crash pod only after its sandbox came back), so that every
+// MinLife (a crash pod only after its sandbox came back, a crash-looping
+// one after its restart, a flapping one after its flap), so that every
 // state the SLIs read outlasts the exporter's blind spells.
 func (d *driver) eligible(now time.Time) []*slot {
 	ok := map[types.UID]bool{}
@@ -351,7 +366,10 @@ func (d *driver) eligible(now time.Time) []*slot {
 		if r == nil || h.Stuck || r.Deletion != 0 || !r.Ready.isTrue() || r.Ready.Time > minReady {
 			return
 		}
-		if h.Crash && r.Restarts == 0 {
+		if (h.Crash || h.CrashLoop) && r.Restarts == 0 {
+			return
+		}
+		if h.Flap && !h.flapped() {
 			return
 		}
 		ok[h.UID] = true
@@ -459,6 +477,20 @@ func (d *driver) busy() bool {
 	defer d.mu.Unlock()
 	for _, s := range d.slots {
 		if s.creating || s.deleting {
+			return true
+		}
+	}
+	return false
+}
+
+// flapped reports whether the pod was Ready, then not, at some point.
+func (h *history) flapped() bool {
+	ready := false
+	for _, r := range h.Revs {
+		switch {
+		case r.Ready.isTrue():
+			ready = true
+		case ready:
 			return true
 		}
 	}

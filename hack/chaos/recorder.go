@@ -84,7 +84,11 @@ type history struct {
 	// Containers counts the containers and init containers.
 	Containers int  `json:"containers,omitempty"`
 	Crash      bool `json:"crash,omitempty"` // annotated to lose its sandbox once
-	Stuck      bool `json:"stuck,omitempty"` // annotated never to get a sandbox
+	// CrashLoop and Flap: annotated to restart its container in its
+	// sandbox once, and not to be Ready for a while once.
+	CrashLoop bool `json:"crashLoop,omitempty"`
+	Flap      bool `json:"flap,omitempty"`
+	Stuck     bool `json:"stuck,omitempty"` // annotated never to get a sandbox
 	// Revs holds the revisions that changed what the SLIs read; each
 	// starts a state that lasts until the next one (or Removed).
 	Revs []revision `json:"revs"`
@@ -232,6 +236,8 @@ func newHistory(pod *corev1.Pod) *history {
 		HasInit:    len(pod.Spec.InitContainers) > 0,
 		Containers: len(pod.Spec.Containers) + len(pod.Spec.InitContainers),
 		Crash:      pod.Annotations[annotationCrash] != "",
+		CrashLoop:  pod.Annotations[annotationCrashAfter] != "",
+		Flap:       pod.Annotations[annotationUnready] != "",
 		Stuck:      pod.Annotations[annotationSandbox] == "never",
 	}
 	if rc := pod.Spec.RuntimeClassName; rc != nil {

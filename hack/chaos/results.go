@@ -275,8 +275,8 @@ func (r *Results) markdown() string {
 	if len(r.PodCounts) > 0 {
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "- Pods: %d alive, %d seen in all; created %d (%d crash, %d stuck, %d user-error, %d with an init container), deleted %d (%d forced), %d names used again.\n",
-		o.Pods, r.PodsSeen, r.Workload.Created, r.Workload.Crash, r.Workload.Stuck, r.Workload.UserError, r.Workload.Init, r.Workload.Deleted, r.Workload.ForceDeleted, r.Workload.SameNameAgain)
+	fmt.Fprintf(&b, "- Pods: %d alive, %d seen in all; created %d (%d crash, %d crash-looping in their sandbox, %d with a readiness flap, %d stuck, %d user-error, %d with an init container), deleted %d (%d forced), %d names used again.\n",
+		o.Pods, r.PodsSeen, r.Workload.Created, r.Workload.Crash, r.Workload.CrashLoop, r.Workload.Flap, r.Workload.Stuck, r.Workload.UserError, r.Workload.Init, r.Workload.Deleted, r.Workload.ForceDeleted, r.Workload.SameNameAgain)
 	if f := r.Faults; f != nil {
 		fmt.Fprintf(&b, "- Faults: %d kills survived", len(f.Kills))
 		for _, out := range f.Outages {

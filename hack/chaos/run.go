@@ -303,6 +303,10 @@ func unsettled(o *Options, d *driver, rec *recorder, sup *supervisor) string {
 			why = name + " is not Ready"
 		case h.Crash && r.Restarts == 0:
 			why = name + " has not lost its sandbox yet"
+		case h.CrashLoop && r.Restarts == 0:
+			why = name + " has not restarted its container yet"
+		case h.Flap && !h.flapped():
+			why = name + " has not flapped yet"
 		}
 	})
 	return why

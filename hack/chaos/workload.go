@@ -25,6 +25,11 @@ const (
 	// The annotations deploy/kwok's stages read (deploy/kwok/README.md).
 	annotationSandbox = "kwok.podslo.io/sandbox"
 	annotationCrash   = "kwok.podslo.io/sandbox-crash"
+	// annotationCrashAfter and annotationUnready: deploy/kwok/README.md.
+	annotationCrashAfter = "kwok.podslo.io/crash-after"
+	annotationUnready    = "kwok.podslo.io/unready"
+	// flapFor is how long a flapping pod is not Ready.
+	flapFor = 5 * time.Second
 	// claimsPerClass PVCs of each StorageClass per namespace, shared by
 	// the pods: nothing binds them (there is no kube-controller-manager),
 	// and neither kwok nor podslo needs them bound.
@@ -49,6 +54,8 @@ type podKind struct {
 	Claims       []string // StorageClasses of its PVCs
 	Init         bool     // has an init container
 	Crash        bool     // loses its sandbox once, MinLife after Ready
+	CrashLoop    bool     // its container exits MinLife after its start and restarts in the same sandbox
+	Flap         bool     // not Ready for flapFor, MinLife after its start
 	Stuck        bool     // never gets a sandbox
 	UserError    bool     // stuck, mounts a missing Secret, and gets a FailedMount event
 }
@@ -142,6 +149,12 @@ func newPod(i int, k podKind, crashAfter time.Duration) *corev1.Pod {
 	}
 	if k.Crash {
 		pod.Annotations[annotationCrash] = strconv.Itoa(int(crashAfter / time.Second))
+	}
+	if k.CrashLoop {
+		pod.Annotations[annotationCrashAfter] = strconv.Itoa(int(crashAfter / time.Second))
+	}
+	if k.Flap {
+		pod.Annotations[annotationUnready] = fmt.Sprintf("%d,%d", int(crashAfter/time.Second), int(flapFor/time.Second))
 	}
 	if k.Stuck {
 		pod.Annotations[annotationSandbox] = "never"
