@@ -212,7 +212,13 @@ func checkPods(verdicts map[string]*podVerdict, names map[string]string, got *ex
 		wantNear(mPodReadiness, seconds(fin.Readiness), watchSpread)
 		wantNear(mPodPull, fin.Pull, 0)
 		wantNear(mPodPullSize, fin.PullSize, 0)
-		wantNear(mPodStartup, fin.Startup, watchSpread)
+		// The start-up's end is the exporter's watch receive time however
+		// late the update came (docs/metrics.md): up to watchSpread above
+		// the whole seconds, or up to a second after the run's own watch
+		// received it on a loaded machine.
+		if v, ok := series[mPodStartup]; !ok || fin.Startup == nil || v <= *fin.Startup+watchSpread || v > fin.StartupSeen+lateReceive {
+			wantNear(mPodStartup, fin.Startup, watchSpread)
+		}
 		if _, ok := series[mPodPending]; ok != fin.Pending {
 			problems = append(problems, fmt.Sprintf("%s present=%v, expected %v", mPodPending, ok, fin.Pending))
 		}
@@ -251,3 +257,8 @@ func checkPods(verdicts map[string]*podVerdict, names map[string]string, got *ex
 	sort.Strings(pc.Pending)
 	return pc
 }
+
+// lateReceive is how much later, in seconds, than the run's own watch the
+// exporter's may receive an update: both are clients of one API server on
+// a loaded machine, and each stamps an update as it comes off its watch.
+const lateReceive = 1.0

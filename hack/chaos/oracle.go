@@ -125,6 +125,12 @@ type podFinal struct {
 	// Pull is podslo_pod_image_pull_seconds; Startup the value
 	// podslo_pod_startup_sli_seconds must be within watchSpread of.
 	Pull, Startup *float64
+	// StartupSeen is the start-up as it would be with its end when the
+	// run's own watch received the update that ended it: the exporter's
+	// end is its watch's receive time, as late as the API server delivers
+	// it on a loaded machine (docs/metrics.md), so that podslo's value may
+	// be above Startup + watchSpread up to about this (compare.go).
+	StartupSeen float64
 	// PullSize is podslo_pod_image_pull_size_bytes.
 	PullSize *float64
 }
@@ -264,8 +270,10 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		// the exporter saw with the container running and no deletion
 		// requested, the end of the start-up SLI in whole seconds.
 		startupEnd int64
-		phases     = map[string]bool{}
-		skips      = map[string]bool{}
+		// startupSeen: when the run's watch received that revision.
+		startupSeen time.Time
+		phases      = map[string]bool{}
+		skips       = map[string]bool{}
 	)
 	skip := func(sli, reason string) {
 		k := sli + "/" + reason
@@ -383,7 +391,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 			}
 		}
 		if startupEnd == 0 && !startupRestarted && r.Started != 0 && r.Deletion == 0 {
-			startupEnd = r.Started
+			startupEnd, startupSeen = r.Started, r.At
 		}
 		// Readiness, once: the first Ready=True.
 		switch {
@@ -478,6 +486,7 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 				skip("pod_startup", "negative_duration")
 			} else {
 				fin.Startup = &v
+				fin.StartupSeen = startupSeen.Sub(time.Unix(h.Created, 0)).Seconds() - pull
 				observeSeconds(mStartup, v, "stateful", strconv.FormatBool(len(h.Claims) > 0))
 			}
 		}
