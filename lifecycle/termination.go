@@ -39,11 +39,11 @@ func (c *stepper) termination() {
 		// the termination is lost, not free (vanished).
 		if c.next.FirstSandboxReady != 0 && sandbox != nil && sandbox.Status != corev1.ConditionTrue && sandbox.LastTransitionTime < requested {
 			c.next.TerminationDone = true
+			reason := TerminatedBeforeDelete
 			if grace == 0 {
-				c.skipOnce(Skip{Termination, Vanished})
-				return
+				reason = Vanished
 			}
-			c.skipOnce(Skip{Termination, TerminatedBeforeDelete})
+			c.skipOnce(Skip{Termination, reason})
 			return
 		}
 	}
