@@ -52,7 +52,7 @@ func workload() *demo.Workload {
 		{Name: "web", Replicas: 2, RuntimeClass: "runc", MinReadySeconds: 3},
 		// A 1 s grace period: the stages take 3 s to end a kata pod, so
 		// every churned kata pod outlives it and is killed at its end
-		// (exit 137, in deletionTimestamp's second), which podslo counts
+		// (exit 137, within 1.3 s after deletionTimestamp), which podslo counts
 		// over grace.
 		{Name: "batch", Replicas: 2, RuntimeClass: "kata", Annotations: map[string]string{demo.SandboxAnnotation: "slow"}, TerminationGracePeriodSeconds: ptr(int64(1))},
 		{Name: "api", Replicas: 2},
