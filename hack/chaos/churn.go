@@ -28,11 +28,14 @@ type slot struct {
 
 // driverStats counts what the driver did.
 type driverStats struct {
-	Created       int `json:"created"`
-	Crash         int `json:"crash"`
-	Stuck         int `json:"stuck"`
-	UserError     int `json:"userError"`
-	Init          int `json:"init"`
+	Created   int `json:"created"`
+	Crash     int `json:"crash"`
+	Stuck     int `json:"stuck"`
+	UserError int `json:"userError"`
+	Init      int `json:"init"`
+	Multi     int `json:"multi"`
+	// PullsFailed counts the pods given a Failed image event.
+	PullsFailed   int `json:"pullsFailed"`
 	CrashLoop     int `json:"crashLoop"`
 	Flap          int `json:"flap"`
 	Deleted       int `json:"deleted"`
@@ -153,6 +156,7 @@ func (d *driver) drawKind(now time.Time) podKind {
 		k.Claims = []string{"standard"}
 	}
 	k.Init = d.rng.Float64() < 0.1
+	k.Multi = d.rng.Float64() < 0.1
 	switch x := d.rng.Float64(); {
 	case x < 0.03 && now.Before(d.stuckUntil):
 		k.Stuck = true
@@ -191,10 +195,16 @@ func (d *driver) createKind(s *slot, k podKind, now time.Time) {
 		s.deleteAt = time.Time{}
 	}
 	pod := newPod(s.idx, k, d.o.MinLife)
+	if (k.Init || k.Multi) && !k.Stuck {
+		// A stuck pod never gets its sandbox, which comes before the
+		// pulls.
+		k.Pulls = planPulls(d.rng, pod)
+		s.kind = k
+	}
 	nodes := (d.o.Pods + d.o.PodsPerNode - 1) / d.o.PodsPerNode
 	node := nodeName(s.idx / d.o.PodsPerNode % nodes)
 	d.jobs <- func(ctx context.Context) {
-		uid, err := d.c.createPod(ctx, pod, node, k.UserError)
+		uid, err := d.c.createPod(ctx, pod, node, k)
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		s.creating = false
@@ -209,6 +219,12 @@ func (d *driver) createKind(s *slot, k podKind, now time.Time) {
 			}
 			if k.Init {
 				d.stats.Init++
+			}
+			if k.Multi {
+				d.stats.Multi++
+			}
+			if slices.ContainsFunc(k.Pulls, func(pl plannedPull) bool { return pl.FailFirst }) {
+				d.stats.PullsFailed++
 			}
 			if k.CrashLoop {
 				d.stats.CrashLoop++

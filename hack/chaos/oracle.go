@@ -54,7 +54,7 @@ const pullsWait = 10 * time.Minute
 // histograms and counters are the aggregated families compared exactly.
 var (
 	histograms = []string{mCreation, mTermination, mReadiness, mPhase, mStabilize, mPull, mStartup}
-	// mPullsFailed stays 0: kwok writes no failed pull.
+	// mPullsFailed: the harness writes the only failed pulls.
 	counters = []string{mRecreations, mTimeouts, mExcluded, mOverGrace, mStableTrans, mPullsFailed, mSkipped}
 	// perPod are the per-pod families, checked for series of pods that no
 	// longer exist.
@@ -74,8 +74,8 @@ type oracleConfig struct {
 	Buckets []float64
 	// End is when the comparison is made: live pods are judged as of then.
 	End time.Time
-	// Pulls are the pods' Pulled events (pulls.go).
-	Pulls map[types.UID]pullRecord
+	// Pulls are the pods' image events (pulls.go).
+	Pulls map[types.UID]podPulls
 }
 
 // outcome is one pod's contribution to the aggregated series: histogram
@@ -272,6 +272,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		startupEnd int64
 		// startupSeen: when the run's watch received that revision.
 		startupSeen time.Time
+		// startupInit: that revision's Initialized time, for a pod with
+		// an init container; 0 when not True.
+		startupInit int64
 		phases      = map[string]bool{}
 		skips       = map[string]bool{}
 	)
@@ -392,6 +395,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		}
 		if startupEnd == 0 && !startupRestarted && r.Started != 0 && r.Deletion == 0 {
 			startupEnd, startupSeen = r.Started, r.At
+			if r.Initialized.isTrue() {
+				startupInit = r.Initialized.Time
+			}
 		}
 		// Readiness, once: the first Ready=True.
 		switch {
@@ -467,29 +473,56 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		}
 	}
 	// Image pulls: kwok's Pulled event names no container, which counts
-	// for a one-container pod only; its pull is observed once the
-	// exporter knows both the pod and the event, for a user error too.
-	if pr, ok := o.Pulls[h.UID]; ok && h.Containers == 1 && !ch.PullMissed {
+	// for a one-container pod only; the harness writes one per container
+	// for the others. The pulls are observed once the exporter knows the
+	// pod and every container's event, for a user error too; a failed
+	// pull is counted once the exporter knows it and the pod.
+	pp, hasPulls := o.Pulls[h.UID]
+	pullsCome := hasPulls && pp.complete(h.Containers) && !ch.PullMissed
+	pullFailed := hasPulls && pp.Failed && !ch.PullMissed
+	if pullFailed {
+		count(mPullsFailed)
+	}
+	if pullsCome {
+		ps := pp.sum(h.Containers)
 		cache := "miss"
-		if pr.Cached {
+		if ps.Cached {
 			cache = "hit"
 		}
-		pull := pr.Seconds
+		pull := float64(ps.Ms) / 1000
 		fin.Pull = &pull
-		fin.PullSize = pr.sizeGauge()
+		fin.PullSize = ps.Size
 		observeSeconds(mPull, pull, "cache", cache)
-		// The start-up SLI: creation to the containers running, less
-		// the pull; not for a pod blocked by a missing Secret.
-		if startupEnd != 0 && !userError && !notSchedulable && !startupRestarted {
-			v := float64(startupEnd-h.Created) - pull
-			if v < 0 {
-				skip("pod_startup", "negative_duration")
-			} else {
-				fin.Startup = &v
-				fin.StartupSeen = startupSeen.Sub(time.Unix(h.Created, 0)).Seconds() - pull
-				observeSeconds(mStartup, v, "stateful", strconv.FormatBool(len(h.Claims) > 0))
-			}
+	}
+	// The start-up SLI: creation to the containers running, less the
+	// init phase (first sandbox to Initialized, whole seconds) and the
+	// containers' pulls (the init containers' are inside the init phase);
+	// not for a pod blocked by a missing Secret, nor one whose pull failed.
+	// An init phase that cannot be told ends it at once (lifecycle's
+	// startup), whatever the pulls.
+	startupCounted := startupEnd != 0 && !userError && !notSchedulable && !startupRestarted
+	invalidInit := startupCounted && h.HasInit && (startupInit == 0 || firstSandbox == 0 || startupInit < firstSandbox)
+	switch {
+	case !startupCounted:
+	case invalidInit:
+		skip("pod_startup", "invalid_condition")
+	case pullFailed:
+		skip("pod_startup", "image_pull_failed")
+	case pullsCome:
+		var initPhase int64
+		if h.HasInit {
+			initPhase = startupInit - firstSandbox
 		}
+		ps := pp.sum(h.Containers)
+		pull := float64(ps.Ms-ps.InitMs) / 1000
+		v := float64(startupEnd-h.Created-initPhase) - pull
+		if v < 0 {
+			skip("pod_startup", "negative_duration")
+			break
+		}
+		fin.Startup = &v
+		fin.StartupSeen = startupSeen.Sub(time.Unix(h.Created, 0)).Seconds() - float64(initPhase) - pull
+		observeSeconds(mStartup, v, "stateful", strconv.FormatBool(len(h.Claims) > 0))
 	}
 	switch {
 	case notSchedulable && startupEnd != 0:
@@ -504,11 +537,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 	// are given up when the pod goes, or lifecycle.PullsWait later
 	// (docs/metrics.md, pulls_unknown), the start-up with them unless it
 	// was left out already.
-	_, hasPull := o.Pulls[h.UID]
-	pullsCome := hasPull && h.Containers == 1 && !ch.PullMissed
 	if !pullsCome && (startupEnd != 0 || startupRestarted) && (gone || ch.PullsGivenUp) {
 		skip("image_pull", "pulls_unknown")
-		if !userError && !notSchedulable && !startupRestarted {
+		if !userError && !notSchedulable && !startupRestarted && !pullFailed && !invalidInit {
 			skip("pod_startup", "pulls_unknown")
 		}
 	}
@@ -671,7 +702,7 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 	// event reached it (an exporter down meanwhile), and the event then
 	// waits for a pod that never comes.
 	pullOpts := []bool{false}
-	if _, ok := o.Pulls[h.UID]; ok && h.Containers == 1 {
+	if pp, ok := o.Pulls[h.UID]; ok && (pp.complete(h.Containers) || pp.Failed) {
 		alive := h.Removed.IsZero() || h.Removed.After(o.End)
 		running := slices.IndexFunc(h.Revs, func(r revision) bool { return r.Started != 0 })
 		if !alive && (running < 0 || !base[running]) {
@@ -685,7 +716,7 @@ func (o *oracleConfig) judge(h *history, t *timeline) podVerdict {
 	// start; a restart starts the wait again. Only a pod alive at the end
 	// may or may not have reached it.
 	givenUpOpts := []bool{false}
-	if _, ok := o.Pulls[h.UID]; !ok || h.Containers != 1 {
+	if pp, ok := o.Pulls[h.UID]; !ok || !pp.complete(h.Containers) {
 		alive := h.Removed.IsZero() || h.Removed.After(o.End)
 		running := slices.IndexFunc(h.Revs, func(r revision) bool { return r.Started != 0 })
 		if alive && running >= 0 && !time.Unix(h.Revs[running].Started, 0).Add(pullsWait).After(o.End) {

@@ -572,9 +572,9 @@ func TestOracleLateSandbox(t *testing.T) {
 func withPull(oc *oracleConfig, h *history) *history {
 	h.Containers = 1
 	if oc.Pulls == nil {
-		oc.Pulls = map[types.UID]pullRecord{}
+		oc.Pulls = map[types.UID]podPulls{}
 	}
-	oc.Pulls[h.UID] = pullRecord{Seconds: 0.312, Size: ptr(uint64(320368))}
+	oc.Pulls[h.UID] = podPulls{Containers: map[string]pullRecord{"": {Seconds: 0.312, Size: ptr(uint64(320368))}}}
 	return h
 }
 
@@ -620,7 +620,8 @@ func TestOraclePullAndStartup(t *testing.T) {
 }
 
 // TestOraclePullNotCounted: kwok's event names no container, so a pod with
-// an init container shows no pull and no start-up; a user-error pod its
+// an init container and no events of the harness shows no pull and no
+// start-up; a user-error pod its
 // pull but no start-up; a pod the exporter saw running only once its
 // deletion was requested its pull, but no start-up end.
 func TestOraclePullNotCounted(t *testing.T) {
@@ -630,6 +631,11 @@ func TestOraclePullNotCounted(t *testing.T) {
 
 	h := withPull(oc, lifecycle("runc", 30, 1))
 	h.Containers, h.HasInit = 2, true
+	for i := range h.Revs {
+		if h.Revs[i].Started != 0 {
+			h.Revs[i].Initialized = cond{"True", t0 + 2}
+		}
+	}
 	if out := oc.judge(h, watchingAll()).Outcomes[0]; len(out.Observe[pull])+len(out.Observe[startup]) != 0 ||
 		out.Count[seriesKey(mSkipped, map[string]string{"reason": "pulls_unknown", "sli": "pod_startup"})] != 1 {
 		t.Errorf("init container: got %v, %v", out.Observe, out.Count)
@@ -713,6 +719,154 @@ func TestOraclePullOfARemovedPod(t *testing.T) {
 	}
 	if got := v.Ideal.Observe[pull]; len(got) != 1 {
 		t.Errorf("ideal: got %v", got)
+	}
+}
+
+// withContainerPulls gives h the harness's image events (workload.go),
+// one per container, beside kwok's event about no container, which a pod
+// of more than one container ignores.
+func withContainerPulls(oc *oracleConfig, h *history, failed bool, pulls map[string]pullRecord) *history {
+	h.Containers = len(pulls)
+	for k := range pulls {
+		if strings.HasPrefix(k, "spec.initContainers{") {
+			h.HasInit = true
+		}
+	}
+	if oc.Pulls == nil {
+		oc.Pulls = map[types.UID]podPulls{}
+	}
+	all := map[string]pullRecord{"": {Seconds: 0.312, Size: ptr(uint64(320368))}}
+	maps.Copy(all, pulls)
+	oc.Pulls[h.UID] = podPulls{Containers: all, Failed: failed}
+	return h
+}
+
+// TestOracleContainerPulls is docs/metrics.md's image pull and start-up
+// SLI for pods of several containers, whose events the harness writes:
+// the pull is the sum of every container's (init containers included;
+// kwok's event about no container ignored), a cache hit only when every
+// image was present, its size the sizes rounded up to a KiB each; the
+// start-up less the init phase and the containers' pulls; a failed pull
+// counted once, and the pod left out of the start-up SLI.
+func TestOracleContainerPulls(t *testing.T) {
+	fval := func(p *float64) string {
+		if p == nil {
+			return "none"
+		}
+		return fmt.Sprint(*p)
+	}
+	l := classLabels{"runc", "none"}
+	pull := func(c string) string { return classSeries(mPull, l, "cache", c) }
+	startup := classSeries(mStartup, l, "stateful", "false")
+	skipped := func(reason string) string {
+		return seriesKey(mSkipped, map[string]string{"reason": reason, "sli": "pod_startup"})
+	}
+	failedKey := classSeries(mPullsFailed, l)
+	// An init container's pod: sandbox at 1, Initialized at 3, the
+	// containers at 4.
+	initPod := func() *history {
+		h := build("runc", nil,
+			step{0, sched(0)},
+			step{1.1, sandbox("True", 1)},
+			step{3.1, func(r *revision) { r.Initialized = cond{"True", t0 + 3} }},
+			step{4.1, running(4)},
+			step{6.1, ready("True", 6)},
+		)
+		return h
+	}
+	for _, tc := range []struct {
+		name      string
+		h         func() *history
+		failed    bool
+		pulls     map[string]pullRecord
+		cache     string
+		want      float64 // the pull
+		size      *float64
+		startup   *float64
+		skip      string
+		pullFails float64
+	}{
+		{
+			name: "three containers", h: func() *history { return lifecycle("runc", 30, 1) },
+			pulls: map[string]pullRecord{
+				"spec.containers{app}":   {Seconds: 1.234, Size: ptr(uint64(2048))},
+				"spec.containers{proxy}": {Cached: true},
+				"spec.containers{logs}":  {Seconds: 0.1, Size: ptr(uint64(1))},
+			},
+			// 2 KiB + 1 byte rounded up to 1 KiB.
+			cache: "miss", want: 1.334, size: ptr(3 * 1024.0), startup: ptr(2 - 1.334),
+		},
+		{
+			name: "every image present", h: func() *history { return lifecycle("runc", 30, 1) },
+			pulls: map[string]pullRecord{
+				"spec.containers{app}":   {Cached: true},
+				"spec.containers{proxy}": {Cached: true},
+				"spec.containers{logs}":  {Cached: true},
+			},
+			cache: "hit", want: 0, size: ptr(0.0), startup: ptr(2.0),
+		},
+		{
+			// 4 s to the containers, less the init phase (1 to 3) and
+			// the app's pull; the init container's is inside the phase.
+			name: "init container", h: initPod,
+			pulls: map[string]pullRecord{
+				"spec.initContainers{init}": {Seconds: 0.5, Size: ptr(uint64(1024))},
+				"spec.containers{app}":      {Seconds: 0.25, Size: ptr(uint64(1024))},
+			},
+			cache: "miss", want: 0.75, size: ptr(2 * 1024.0), startup: ptr(4 - 2 - 0.25),
+		},
+		{
+			name: "a failed pull first", h: func() *history { return lifecycle("runc", 30, 1) }, failed: true,
+			pulls: map[string]pullRecord{
+				"spec.containers{app}":   {Seconds: 1, Size: ptr(uint64(1024))},
+				"spec.containers{proxy}": {Cached: true},
+				"spec.containers{logs}":  {Cached: true},
+			},
+			cache: "miss", want: 1, size: ptr(1024.0), skip: "image_pull_failed", pullFails: 1,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			oc := config()
+			v := oc.judge(withContainerPulls(oc, tc.h(), tc.failed, tc.pulls), watchingAll())
+			if len(v.Outcomes) != 1 || len(v.Uncertain)+len(v.Loose) > 0 {
+				t.Fatalf("want one certain outcome, got %d (uncertain %v, loose %v)", len(v.Outcomes), v.Uncertain, v.Loose)
+			}
+			out := v.Outcomes[0]
+			if got := out.Observe[pull(tc.cache)]; len(got) != 1 || math.Abs(got[0]-tc.want) > 1e-9 {
+				t.Errorf("pull: got %v, want [%v] (observations %v)", got, tc.want, out.Observe)
+			}
+			if f := v.Final; f.Pull == nil || math.Abs(*f.Pull-tc.want) > 1e-9 || (f.PullSize == nil) != (tc.size == nil) || (f.PullSize != nil && *f.PullSize != *tc.size) {
+				t.Errorf("per pod: pull %v, size %v; want %v, %v", fval(f.Pull), fval(f.PullSize), tc.want, fval(tc.size))
+			}
+			got := out.Observe[startup]
+			switch {
+			case tc.startup == nil && len(got) != 0, tc.startup != nil && (len(got) != 1 || math.Abs(got[0]-*tc.startup) > 1e-9):
+				t.Errorf("start-up: got %v, want %v", got, fval(tc.startup))
+			}
+			if tc.skip != "" && out.Count[skipped(tc.skip)] != 1 {
+				t.Errorf("start-up skipped as %s: got %v", tc.skip, out.Count)
+			}
+			if out.Count[skipped("pulls_unknown")] != 0 {
+				t.Errorf("pulls_unknown for a pod whose pulls came: %v", out.Count)
+			}
+			if out.Count[failedKey] != tc.pullFails {
+				t.Errorf("failed pulls: got %v, want %v", out.Count[failedKey], tc.pullFails)
+			}
+		})
+	}
+
+	// One container's event missing: the pulls never all come, and are
+	// given up when the pod goes; the failed pull still counts.
+	oc := config()
+	h := withContainerPulls(oc, lifecycle("runc", 30, 1), true, map[string]pullRecord{
+		"spec.containers{app}": {Cached: true}, "spec.containers{proxy}": {Cached: true},
+	})
+	h.Containers = 3
+	out := oc.judge(h, watchingAll()).Outcomes[0]
+	if len(out.Observe[pull("hit")])+len(out.Observe[startup]) != 0 || out.Count[failedKey] != 1 ||
+		out.Count[skipped("image_pull_failed")] != 1 || out.Count[skipped("pulls_unknown")] != 0 ||
+		out.Count[seriesKey(mSkipped, map[string]string{"reason": "pulls_unknown", "sli": "image_pull"})] != 1 {
+		t.Errorf("a missing event: got %v, %v", out.Observe, out.Count)
 	}
 }
 

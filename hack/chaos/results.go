@@ -52,11 +52,11 @@ type Results struct {
 	// What the oracle needs besides the histories and the final scrape, to
 	// judge a kept run again (--rejudge): when the comparison was made, the
 	// claims' classes, the user-error pods and the pods' Pulled events.
-	End        time.Time                `json:"end"`
-	ClaimClass map[string]string        `json:"claimClass"`
-	UserErrors []types.UID              `json:"userErrors"`
-	Pulls      map[types.UID]pullRecord `json:"pulls"`
-	Failures   []string                 `json:"failures,omitempty"`
+	End        time.Time              `json:"end"`
+	ClaimClass map[string]string      `json:"claimClass"`
+	UserErrors []types.UID            `json:"userErrors"`
+	Pulls      map[types.UID]podPulls `json:"pulls"`
+	Failures   []string               `json:"failures,omitempty"`
 	// PodCounts are the pods whose logged timeouts or exclusions the
 	// oracle does not allow: where to look when those counters are off.
 	PodCounts []string `json:"podCounts,omitempty"`
@@ -275,8 +275,8 @@ func (r *Results) markdown() string {
 	if len(r.PodCounts) > 0 {
 		b.WriteString("\n")
 	}
-	fmt.Fprintf(&b, "- Pods: %d alive, %d seen in all; created %d (%d crash, %d crash-looping in their sandbox, %d with a readiness flap, %d stuck, %d user-error, %d with an init container), deleted %d (%d forced), %d names used again.\n",
-		o.Pods, r.PodsSeen, r.Workload.Created, r.Workload.Crash, r.Workload.CrashLoop, r.Workload.Flap, r.Workload.Stuck, r.Workload.UserError, r.Workload.Init, r.Workload.Deleted, r.Workload.ForceDeleted, r.Workload.SameNameAgain)
+	fmt.Fprintf(&b, "- Pods: %d alive, %d seen in all; created %d (%d crash, %d crash-looping in their sandbox, %d with a readiness flap, %d stuck, %d user-error, %d with an init container, %d with three containers, %d with a failed image pull first), deleted %d (%d forced), %d names used again.\n",
+		o.Pods, r.PodsSeen, r.Workload.Created, r.Workload.Crash, r.Workload.CrashLoop, r.Workload.Flap, r.Workload.Stuck, r.Workload.UserError, r.Workload.Init, r.Workload.Multi, r.Workload.PullsFailed, r.Workload.Deleted, r.Workload.ForceDeleted, r.Workload.SameNameAgain)
 	if f := r.Faults; f != nil {
 		fmt.Fprintf(&b, "- Faults: %d kills survived", len(f.Kills))
 		for _, out := range f.Outages {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"time"
@@ -53,11 +54,16 @@ type podKind struct {
 	RuntimeClass string   // "", "runc" or "kata"
 	Claims       []string // StorageClasses of its PVCs
 	Init         bool     // has an init container
-	Crash        bool     // loses its sandbox once, MinLife after Ready
-	CrashLoop    bool     // its container exits MinLife after its start and restarts in the same sandbox
-	Flap         bool     // not Ready for flapFor, MinLife after its start
-	Stuck        bool     // never gets a sandbox
-	UserError    bool     // stuck, mounts a missing Secret, and gets a FailedMount event
+	Multi        bool     // has three containers
+	// Pulls are the image events the harness writes for the pod, one
+	// per container: kwok's one Pulled event names no container, which
+	// counts for a one-container pod only (deploy/kwok/README.md).
+	Pulls     []plannedPull
+	Crash     bool // loses its sandbox once, MinLife after Ready
+	CrashLoop bool // its container exits MinLife after its start and restarts in the same sandbox
+	Flap      bool // not Ready for flapFor, MinLife after its start
+	Stuck     bool // never gets a sandbox
+	UserError bool // stuck, mounts a missing Secret, and gets a FailedMount event
 }
 
 // client wraps the API calls of the run, retried through the outage.
@@ -143,6 +149,11 @@ func newPod(i int, k podKind, crashAfter time.Duration) *corev1.Pod {
 	if k.Init {
 		pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "registry.example/init:1.0"}}
 	}
+	if k.Multi {
+		pod.Spec.Containers = append(pod.Spec.Containers,
+			corev1.Container{Name: "proxy", Image: "registry.example/proxy:1.0"},
+			corev1.Container{Name: "logs", Image: "registry.example/logs:1.0"})
+	}
 	for _, class := range k.Claims {
 		pod.Spec.Volumes = append(pod.Spec.Volumes, corev1.Volume{Name: "data-" + class, VolumeSource: corev1.VolumeSource{
 			PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claimName(class, i)}}})
@@ -168,9 +179,10 @@ func newPod(i int, k podKind, crashAfter time.Duration) *corev1.Pod {
 
 // createPod creates the pod, binds it to its node through the binding
 // subresource (which writes PodScheduled, as kube-scheduler's bind does)
-// and, for a user-error pod, records the kubelet's FailedMount event. It
-// returns the pod's UID and whether the event was recorded.
-func (c *client) createPod(ctx context.Context, pod *corev1.Pod, node string, userError bool) (types.UID, error) {
+// and records the kubelet's events kwok cannot write: FailedMount for a
+// user-error pod, and the image events of k.Pulls. It returns the pod's
+// UID.
+func (c *client) createPod(ctx context.Context, pod *corev1.Pod, node string, k podKind) (types.UID, error) {
 	var created *corev1.Pod
 	err := retry(ctx, func() error {
 		var err error
@@ -197,26 +209,97 @@ func (c *client) createPod(ctx context.Context, pod *corev1.Pod, node string, us
 	if err != nil {
 		return created.UID, fmt.Errorf("bind pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	if !userError {
-		return created.UID, nil
+	record := func(fieldPath, reason, typ, msg string) error {
+		now := metav1.Now()
+		ev := &corev1.Event{
+			ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + "-", Namespace: pod.Namespace},
+			InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: created.UID, FieldPath: fieldPath},
+			Reason:         reason, Type: typ, Message: msg,
+			Source:         corev1.EventSource{Component: "kubelet", Host: node},
+			FirstTimestamp: now, LastTimestamp: now, Count: 1,
+		}
+		err := retry(ctx, func() error {
+			_, err := c.cs.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("record the %s event of %s/%s: %w", reason, pod.Namespace, pod.Name, err)
+		}
+		return nil
 	}
-	now := metav1.Now()
-	ev := &corev1.Event{
-		ObjectMeta:     metav1.ObjectMeta{GenerateName: pod.Name + "-", Namespace: pod.Namespace},
-		InvolvedObject: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: created.UID},
-		Reason:         "FailedMount", Type: corev1.EventTypeWarning,
-		Message:        fmt.Sprintf(`MountVolume.SetUp failed for volume "creds" : secret %q not found`, missingSecret),
-		Source:         corev1.EventSource{Component: "kubelet", Host: node},
-		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	if k.UserError {
+		if err := record("", "FailedMount", corev1.EventTypeWarning, fmt.Sprintf(`MountVolume.SetUp failed for volume "creds" : secret %q not found`, missingSecret)); err != nil {
+			return created.UID, err
+		}
 	}
-	err = retry(ctx, func() error {
-		_, err := c.cs.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-		return err
-	})
-	if err != nil {
-		return created.UID, fmt.Errorf("record the FailedMount event of %s/%s: %w", pod.Namespace, pod.Name, err)
+	// The kubelet pulls a pod's images one after another, each before it
+	// starts that container, and kwok starts them a second after the
+	// sandbox: the events come before.
+	for _, pl := range k.Pulls {
+		if pl.FailFirst {
+			if err := record(pl.FieldPath, "Failed", corev1.EventTypeWarning, pl.failedMessage()); err != nil {
+				return created.UID, err
+			}
+		}
+		if err := record(pl.FieldPath, "Pulled", corev1.EventTypeNormal, pl.message()); err != nil {
+			return created.UID, err
+		}
 	}
 	return created.UID, nil
+}
+
+// plannedPull is one image event the harness writes for a container, as
+// the kubelet writes it (pulls.go reads them back).
+type plannedPull struct {
+	FieldPath string // spec.containers{app}, spec.initContainers{init}
+	Image     string
+	Cached    bool // "already present on machine"
+	// Ms is the pull alone and WaitMs the pull with its wait in the
+	// kubelet's pull queue, which podslo counts.
+	Ms, WaitMs int64
+	Bytes      uint64
+	// FailFirst: a Failed event (ErrImagePull) comes before the pull.
+	FailFirst bool
+}
+
+func (p plannedPull) message() string {
+	if p.Cached {
+		return fmt.Sprintf("Container image %q already present on machine", p.Image)
+	}
+	// The kubelet truncates both durations to the millisecond and prints
+	// them as Go durations.
+	return fmt.Sprintf("Successfully pulled image %q in %s (%s including waiting). Image size: %d bytes.", p.Image,
+		time.Duration(p.Ms)*time.Millisecond, time.Duration(p.WaitMs)*time.Millisecond, p.Bytes)
+}
+
+func (p plannedPull) failedMessage() string {
+	return fmt.Sprintf("Failed to pull image %q: rpc error: code = Unknown desc = failed to pull and unpack image %q: unexpected status from HEAD request: 503 Service Unavailable", p.Image, p.Image)
+}
+
+// planPulls draws the image events of the pod's containers: a cache hit
+// for 3 in 10, else a pull of 50 ms to 3 s that waited up to 1 s more in
+// the pull queue, with a failed attempt first for 1 pull in 20.
+func planPulls(rng *rand.Rand, pod *corev1.Pod) []plannedPull {
+	var out []plannedPull
+	add := func(path string, c corev1.Container) {
+		p := plannedPull{FieldPath: fmt.Sprintf("%s{%s}", path, c.Name), Image: c.Image}
+		if rng.Float64() < 0.3 {
+			p.Cached = true
+		} else {
+			p.Ms = 50 + rng.Int64N(2950)
+			p.WaitMs = p.Ms + rng.Int64N(1000)
+			p.Bytes = 1 + rng.Uint64N(200<<20)
+			p.FailFirst = rng.Float64() < 0.05
+		}
+		out = append(out, p)
+	}
+	for _, c := range pod.Spec.InitContainers {
+		add("spec.initContainers", c)
+	}
+	for _, c := range pod.Spec.Containers {
+		add("spec.containers", c)
+	}
+	return out
 }
 
 // deletePod deletes the pod with UID uid (never a newer pod of the same
