@@ -70,9 +70,14 @@ image:
 	  --created $(BUILD_DATE) --source $(IMAGE_SOURCE) --licenses $(IMAGE_LICENSES) --ca-certs $(CA_CERTS) \
 	  $(foreach p,$(IMAGE_PLATFORMS),--binary $(p)=../../bin/$(subst /,_,$(p))/podslo)
 
-## image-test: check the layout make image wrote, and run its binary.
+## image-test: build the image for this machine's platform only, check the
+## layout, and run its binary. The other platform's build is a cross
+## compile of every package, 4 minutes of a cold make test on 2 cores: make
+## release builds and checks both (TestRelease), and
+## make image-test IMAGE_PLATFORMS="linux/amd64 linux/arm64" checks both too.
+image-test: IMAGE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 image-test: image
-	cd hack/image && $(GO) test -count=1 -skip '^TestRelease$$' .
+	cd hack/image && $(GO) test -count=1 -skip '^TestRelease$$' . -args -platforms '$(IMAGE_PLATFORMS)'
 
 ## release: everything release $(VERSION) ships, in bin/release, offline:
 ## the image layout as an OCI archive (podslo-image-$(VERSION).oci.tar:
@@ -119,7 +124,19 @@ release: image helmbin
 # -timeout, so a hang fails with a stack dump instead of CI's deadline; the
 # race step's is 30m, not go test's 10m: on a cold machine the exporter
 # package alone ran past 10 minutes (docs/testing.md).
-test: lint dashboard-lint image-test testbin clusterbin nodebin kwokbin helmbin
+#
+# What comes before the tests runs BUILD_JOBS recipes at a time (a make -j
+# of its own, whatever -j make test was given): each go build already uses
+# both cores to compile, but loads its packages, links, and downloads its
+# modules on one, so two builds at once keep the cores busy. nodebin first:
+# the runtime and the Kubernetes binaries are the longest chain. Each
+# target's output is printed whole when it ends (--output-sync).
+BUILD_JOBS ?= 2
+.PHONY: test-prereqs
+test-prereqs:
+	$(MAKE) -j$(BUILD_JOBS) --output-sync=target nodebin lint image-test kwokbin helmbin dashboard-lint
+
+test: test-prereqs
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$')
 	$(GO) test -count=1 -timeout 10m ./internal/realnode/
 	$(GO) test -count=1 -timeout 30m ./e2e/realnode/
@@ -150,24 +167,20 @@ unit:
 
 ## testbin: etcd and kube-apiserver, pinned in hack/tools, for the tests that
 ## need a real API server (about 5 minutes cold on 2 cores).
-testbin: $(TESTBIN)/etcd $(TESTBIN)/kube-apiserver
+testbin:
+	$(call k8s_build,etcd kube-apiserver)
 
-# No file prerequisites on purpose: a fresh clone has new mtimes, and the
-# versioned path already says when a rebuild is due (the Kubernetes
-# binaries also check their stamp, below). Build to a temporary name so an
-# interrupted build never leaves a truncated binary behind.
-$(TESTBIN)/etcd:
-	@mkdir -p $(@D)
-	cd $(TOOLS_DIR) && $(GO) build -o $@.tmp ./cmd/etcd && mv $@.tmp $@
+## clusterbin: testbin and the rest of a real control plane, for kwok
+## clusters (about 2 minutes more on 2 cores).
+clusterbin:
+	$(call k8s_build,etcd kube-apiserver kube-scheduler kube-controller-manager)
 
-## clusterbin: the rest of a real control plane, for kwok clusters (about
-## 2 minutes for both after testbin, on 2 cores).
-clusterbin: testbin $(TESTBIN)/kube-scheduler $(TESTBIN)/kube-controller-manager
-
-## nodebin: kubelet and kube-proxy, pinned in hack/tools, for the real-node
-## tests (internal/realnode). About 4.5 minutes for both after testbin on 2
-## cores, 20 s with a warm Go build cache (docs/testing.md).
-nodebin: clusterbin runtimebin $(TESTBIN)/kubelet $(TESTBIN)/kube-proxy
+## nodebin: clusterbin, the container runtime, and kubelet and kube-proxy,
+## pinned in hack/tools, for the real-node tests (internal/realnode). About
+## 4.5 minutes more on 2 cores, 20 s with a warm Go build cache
+## (docs/testing.md).
+nodebin: runtimebin
+	$(call k8s_build,etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy)
 
 # Every Kubernetes binary is stamped as Kubernetes' own release build
 # stamps it (hack/lib/version.sh): unstamped, the node reports
@@ -180,22 +193,31 @@ K8S_VERSION_LDFLAGS = $(foreach pkg,k8s.io/client-go/pkg/version k8s.io/componen
 	-X $(pkg).gitVersion=$(K8S_VERSION) -X $(pkg).gitMajor=$(K8S_GIT_MAJOR) -X $(pkg).gitMinor=$(K8S_GIT_MINOR) \
 	-X $(pkg).gitTreeState=clean -X $(pkg).buildDate=$$date)
 
-# The versioned path alone cannot tell a binary cached before the stamping
-# (it says v0.0.0-master) from a stamped one, so each build asks the cached
-# binary its version first and rebuilds only when it is not K8S_VERSION:
-# an old cache is rebuilt once (the link only, with a warm Go build cache:
-# docs/testing.md), a fresh clone on a stamped cache builds nothing.
-K8S_BINARIES := $(addprefix $(TESTBIN)/,kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy)
-
-$(K8S_BINARIES): FORCE
-	@if [ "$$($@ --version 2>/dev/null)" != "Kubernetes $(K8S_VERSION)" ]; then \
-	  mkdir -p $(@D) && cd $(TOOLS_DIR) && date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
-	  echo "build $@ ($(K8S_VERSION))" && \
-	  $(GO) build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $@.tmp k8s.io/kubernetes/cmd/$(@F) && mv $@.tmp $@; \
+# k8s_build builds those of the binaries named in $(1) that are missing
+# into TESTBIN: etcd when absent, a Kubernetes binary when it does not say
+# it is K8S_VERSION. The versioned path alone cannot tell a binary cached
+# before the stamping (it says v0.0.0-master) from a stamped one, so an old
+# cache is rebuilt once (the link only, with a warm Go build cache:
+# docs/testing.md), and a fresh clone on a stamped cache builds nothing: no
+# file prerequisites on purpose, as a fresh clone has new mtimes. All of
+# them in one `go build`, which loads their package graph once and links
+# each binary while the others still compile: a cold make test spent
+# minutes linking them one after another. They are built into a temporary
+# directory and moved, so that an interrupted build never leaves a
+# truncated binary behind. etcd takes the stamp too; it reads none of it.
+define k8s_build
+	@mkdir -p $(TESTBIN) && missing= && for b in $(1); do \
+	  if [ $$b = etcd ]; then [ -x $(TESTBIN)/etcd ] || missing="$$missing ./cmd/etcd"; \
+	  elif [ "$$($(TESTBIN)/$$b --version 2>/dev/null)" != "Kubernetes $(K8S_VERSION)" ]; then missing="$$missing k8s.io/kubernetes/cmd/$$b"; fi; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  tmp=$$(mktemp -d $(TESTBIN)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	  cd $(TOOLS_DIR) && date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
+	  echo "build$$missing ($(K8S_VERSION)) into $(TESTBIN)" && \
+	  $(GO) build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $$tmp/ $$missing && \
+	  for p in $$missing; do mv $$tmp/$${p##*/} $(TESTBIN)/; done; \
 	fi
-
-.PHONY: FORCE
-FORCE:
+endef
 
 ## runtimebin: the real node's container runtime, built offline from the
 ## Go module proxy and cached by version like the control plane:
@@ -222,11 +244,17 @@ runtimebin: $(addprefix $(PODSLO_CONTAINERD_DIR)/,containerd containerd-shim-run
 # the Rust library the node does not use.
 module_dir = $$(cd / && $(GO) mod download -json $(1)@$(2) | sed -n 's|^[[:space:]]*"Dir": "\(.*\)",$$|\1|p')
 
-$(PODSLO_CONTAINERD_DIR)/containerd $(PODSLO_CONTAINERD_DIR)/ctr:
-	@mkdir -p $(@D)
+# Binaries of one module and one set of flags are built by one go build,
+# as the control plane's are: static_build_into,dir,flags,packages.
+static_build_into = tmp=$$(mktemp -d $(1)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	CGO_ENABLED=0 $(GO) build $(2) -o $$tmp/ $(addprefix ./,$(3)) && for p in $(notdir $(3)); do mv $$tmp/$$p $(1)/; done
+
+# containerd and ctr: one grouped target (&:), built together.
+$(PODSLO_CONTAINERD_DIR)/containerd $(PODSLO_CONTAINERD_DIR)/ctr &:
+	@mkdir -p $(PODSLO_CONTAINERD_DIR)
 	dir=$(call module_dir,github.com/containerd/containerd/v2,$(CONTAINERD_VERSION)) && test -n "$$dir" && cd "$$dir" && \
-	  CGO_ENABLED=0 $(GO) build -trimpath -tags 'urfave_cli_no_docs no_btrfs no_devmapper no_zfs' \
-	    -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)' -o $@.tmp ./cmd/$(@F) && mv $@.tmp $@
+	  $(call static_build_into,$(PODSLO_CONTAINERD_DIR),-trimpath -tags 'urfave_cli_no_docs no_btrfs no_devmapper no_zfs' \
+	    -ldflags '-s -w -X github.com/containerd/containerd/v2/version.Version=$(CONTAINERD_VERSION)',cmd/containerd cmd/ctr)
 
 $(PODSLO_CONTAINERD_DIR)/containerd-shim-runc-v2:
 	@mkdir -p $(@D)
@@ -239,23 +267,19 @@ $(PODSLO_RUNC):
 	dir=$(call module_dir,github.com/opencontainers/runc,$(RUNC_VERSION)) && test -n "$$dir" && cd "$$dir" && \
 	  CGO_ENABLED=1 $(GO) build -trimpath -buildmode=pie -tags 'seccomp urfave_cli_no_docs' -o $@.tmp . && mv $@.tmp $@
 
-$(addprefix $(PODSLO_CNI_DIR)/,bridge loopback):
-	@mkdir -p $(@D)
+$(addprefix $(PODSLO_CNI_DIR)/,bridge loopback host-local) &:
+	@mkdir -p $(PODSLO_CNI_DIR)
 	dir=$(call module_dir,github.com/containernetworking/plugins,$(CNI_PLUGINS_VERSION)) && test -n "$$dir" && cd "$$dir" && \
-	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)' -o $@.tmp ./plugins/main/$(@F) && mv $@.tmp $@
-
-$(PODSLO_CNI_DIR)/host-local:
-	@mkdir -p $(@D)
-	dir=$(call module_dir,github.com/containernetworking/plugins,$(CNI_PLUGINS_VERSION)) && test -n "$$dir" && cd "$$dir" && \
-	  CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)' -o $@.tmp ./plugins/ipam/$(@F) && mv $@.tmp $@
+	  $(call static_build_into,$(PODSLO_CNI_DIR),-trimpath -ldflags '-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)',plugins/main/bridge plugins/main/loopback plugins/ipam/host-local)
 
 ## kwokbin: kwok and kwokctl, pinned in hack/kwok (about 3.5 minutes cold
 ## on 2 cores).
 kwokbin: $(KWOKBIN)/kwok $(KWOKBIN)/kwokctl
 
-$(KWOKBIN)/kwok $(KWOKBIN)/kwokctl:
-	@mkdir -p $(@D)
-	cd hack/kwok && $(GO) build -o $@.tmp sigs.k8s.io/kwok/cmd/$(@F) && mv $@.tmp $@
+$(KWOKBIN)/kwok $(KWOKBIN)/kwokctl &:
+	@mkdir -p $(KWOKBIN)
+	cd hack/kwok && tmp=$$(mktemp -d $(KWOKBIN)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	  $(GO) build -o $$tmp/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl && mv $$tmp/kwok $$tmp/kwokctl $(KWOKBIN)/
 
 ## helmbin: helm, pinned in hack/helm, for the chart tests (about 2 minutes
 ## cold on 2 cores). The version is stamped as helm's own release build does.
