@@ -126,11 +126,12 @@ release: image helmbin
 # package alone ran past 10 minutes (docs/testing.md).
 #
 # What comes before the tests runs BUILD_JOBS recipes at a time (a make -j
-# of its own, whatever -j make test was given): each go build already uses
-# both cores to compile, but loads its packages, links, and downloads its
-# modules on one, so two builds at once keep the cores busy. nodebin first:
-# the runtime and the Kubernetes binaries are the longest chain. Each
-# target's output is printed whole when it ends (--output-sync).
+# of its own, whatever -j make test was given), so that one build's
+# downloads, package loading and links overlap another's compiles. On 2
+# cores that gains little (docs/testing.md: the compiles are the limit).
+# nodebin first: the runtime and the Kubernetes binaries are the longest
+# chain. Each target's output is printed whole when it ends
+# (--output-sync).
 BUILD_JOBS ?= 2
 .PHONY: test-prereqs
 test-prereqs:

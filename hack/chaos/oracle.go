@@ -483,8 +483,9 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 	if pullFailed {
 		count(mPullsFailed)
 	}
+	var ps pullSum
 	if pullsCome {
-		ps := pp.sum(h.Containers)
+		ps = pp.sum(h.Containers)
 		cache := "miss"
 		if ps.Cached {
 			cache = "hit"
@@ -513,7 +514,6 @@ func (o *oracleConfig) walk(h *history, ch choices) (outcome, podFinal, walkMark
 		if h.HasInit {
 			initPhase = startupInit - firstSandbox
 		}
-		ps := pp.sum(h.Containers)
 		pull := float64(ps.Ms-ps.InitMs) / 1000
 		v := float64(startupEnd-h.Created-initPhase) - pull
 		if v < 0 {
