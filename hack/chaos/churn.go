@@ -199,6 +199,7 @@ func (d *driver) createKind(s *slot, k podKind, now time.Time) {
 		// A stuck pod never gets its sandbox, which comes before the
 		// pulls.
 		k.Pulls = planPulls(d.rng, pod)
+		pod.Annotations[annotationPulls] = pullsAnnotation(k.Pulls)
 		s.kind = k
 	}
 	nodes := (d.o.Pods + d.o.PodsPerNode - 1) / d.o.PodsPerNode

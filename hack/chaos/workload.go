@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ const (
 	// annotationCrashAfter and annotationUnready: deploy/kwok/README.md.
 	annotationCrashAfter = "kwok.podslo.io/crash-after"
 	annotationUnready    = "kwok.podslo.io/unready"
+	annotationPulls      = "kwok.podslo.io/pulls"
 	// flapFor is how long a flapping pod is not Ready.
 	flapFor = 5 * time.Second
 	// claimsPerClass PVCs of each StorageClass per namespace, shared by
@@ -233,8 +235,8 @@ func (c *client) createPod(ctx context.Context, pod *corev1.Pod, node string, k 
 		}
 	}
 	// The kubelet pulls a pod's images one after another, each before it
-	// starts that container, and kwok starts them a second after the
-	// sandbox: the events come before.
+	// starts that container, and kwok starts them after the sandbox and
+	// the pulls (kwok.podslo.io/pulls): the events come before.
 	for _, pl := range k.Pulls {
 		if pl.FailFirst {
 			if err := record(pl.FieldPath, "Failed", corev1.EventTypeWarning, pl.failedMessage()); err != nil {
@@ -274,6 +276,32 @@ func (p plannedPull) message() string {
 
 func (p plannedPull) failedMessage() string {
 	return fmt.Sprintf("Failed to pull image %q: rpc error: code = Unknown desc = failed to pull and unpack image %q: unexpected status from HEAD request: 503 Service Unavailable", p.Image, p.Image)
+}
+
+// imageBackOff is the kubelet's first back-off after a failed pull
+// (ImagePullBackOff), before it pulls again.
+const imageBackOff = 10 * time.Second
+
+// pullsAnnotation is deploy/kwok's kwok.podslo.io/pulls for the planned
+// pulls: how long the init containers' pulls and the containers' take,
+// the "including waiting" durations the events say, and the back-off after
+// a failed attempt. kwok then starts the containers after them, as the
+// kubelet does, so that no start-up is shorter than the pulls podslo takes
+// off it.
+func pullsAnnotation(pulls []plannedPull) string {
+	var init, containers int64
+	for _, p := range pulls {
+		ms := p.WaitMs
+		if p.FailFirst {
+			ms += imageBackOff.Milliseconds()
+		}
+		if strings.HasPrefix(p.FieldPath, "spec.initContainers{") {
+			init += ms
+		} else {
+			containers += ms
+		}
+	}
+	return fmt.Sprintf("%d,%d", init, containers)
 }
 
 // planPulls draws the image events of the pod's containers: a cache hit
