@@ -106,19 +106,11 @@ const maxMs = 1<<31 - 1
 // nil.
 func (c *stepper) pulls(pulls *Pulls, containers int) {
 	n := c.next
-	if pulls == nil || n.Pulls.Has(PullsDone) || n.Pulls.Has(PullsGivenUp) {
+	if pulls == nil || n.Pulls.Has(PullsGivenUp) {
 		return
 	}
-	if pulls.failed && !n.Pulls.Has(PullFailedCounted) {
-		n.Pulls |= PullFailedCounted
-		if !n.SeenLate && !n.SeenRecreated {
-			c.out.observe(Observation{Kind: ImagePullFailedOnce})
-		}
-		if n.Pulls.Has(StartupEndSeen) {
-			c.finishStartup()
-		}
-	}
-	if !pulls.complete(containers) {
+	c.pullFailed(pulls)
+	if n.Pulls.Has(PullsDone) || !pulls.complete(containers) {
 		return
 	}
 	var sum, init int64
@@ -148,6 +140,36 @@ func (c *stepper) pulls(pulls *Pulls, containers int) {
 	}
 	if n.Pulls.Has(StartupEndSeen) {
 		// Else the start-up's end comes with a later update (startup.go).
+		c.finishStartup()
+	}
+}
+
+// FailedPullCounts reports whether e, for a pod whose pulls are recorded
+// (State.PullsDone), still counts: a failed pull listed after the pod's
+// Pulled events, before its start-up ended (pulls).
+func FailedPullCounts(s State, e PullEvent) bool {
+	return e.Result == PullFailed && s.Pulls.Has(PullsDone) && !s.Pulls.Has(PullsGivenUp) &&
+		!s.Pulls.Has(PullFailedCounted) && !s.Pulls.Has(StartupDone)
+}
+
+// pullFailed counts a pod's first failed pull (ImagePullFailedOnce), and
+// ends its start-up without it. A failed pull counts until the start-up
+// ends, also once every image is in: the kubelet writes it before the
+// image's Pulled event, but a list (a restart, a relist) hands the events
+// over in name order. After the start-up, it is a restarted container's.
+// Step calls it before the start-up's end (startup.go), which a failure
+// held in memory must come before.
+func (c *stepper) pullFailed(pulls *Pulls) {
+	n := c.next
+	if pulls == nil || !pulls.failed || n.Pulls.Has(PullFailedCounted) || n.Pulls.Has(PullsGivenUp) ||
+		(n.Pulls.Has(PullsDone) && n.Pulls.Has(StartupDone)) {
+		return
+	}
+	n.Pulls |= PullFailedCounted
+	if !n.SeenLate && !n.SeenRecreated {
+		c.out.observe(Observation{Kind: ImagePullFailedOnce})
+	}
+	if n.Pulls.Has(StartupEndSeen) {
 		c.finishStartup()
 	}
 }

@@ -91,6 +91,20 @@ func TestPullsAndStartup(t *testing.T) {
 			wantPull: []float64{1.501}, wantFailed: 1, wantSkips: []Skip{{PodStartup, ImagePullFailed}},
 		},
 		{
+			// A list hands the events over in name order: the failure
+			// after the images, before the containers run.
+			name:   "a failed pull listed after every image is in: counted, the start-up left out",
+			events: []PullEvent{pulled("a", 1500), pulled("b", 1), {Container: "spec.containers{a}", Result: PullFailed}}, eventsFirst: true,
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{1.501}, wantFailed: 1, wantSkips: []Skip{{PodStartup, ImagePullFailed}},
+		},
+		{
+			name:   "a failed pull after the start-up ended: a restarted container's, not counted",
+			events: []PullEvent{pulled("a", 1500), pulled("b", 1), {Container: "spec.containers{a}", Result: PullFailed}}, eventsFirst: false,
+			received: "2026-01-01T00:00:09.400Z",
+			wantPull: []float64{1.501}, wantStartup: []float64{9.4 - 1.501}, wantPrecise: true,
+		},
+		{
 			name:   "one container's image still missing: nothing yet",
 			events: []PullEvent{pulled("a", 1500)}, eventsFirst: true,
 			received: "2026-01-01T00:00:09.400Z",

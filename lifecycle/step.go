@@ -207,6 +207,7 @@ func Step(now time.Time, pod *Pod, in Inputs, prev State, cfg *Config) (State, O
 	c.initialized()
 	c.readiness()
 	c.stability()
+	c.pullFailed(in.Pulls)
 	c.startup()
 	c.termination()
 	c.pulls(in.Pulls, int(pod.Containers)+int(pod.InitContainers))

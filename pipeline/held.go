@@ -86,11 +86,14 @@ func (h *held) of(uid types.UID) (lifecycle.Inputs, int) {
 	return lifecycle.Inputs{UserError: e.events.userError, Pulls: e.events.pulls}, int(e.containers)
 }
 
-// foldable is what of uid can be recorded without an update of the pod:
-// its pulls only when its containers are known, which they wait for.
-func (h *held) foldable(uid types.UID) (lifecycle.Inputs, int) {
+// foldable is what of uid, whose stored state is prev, can be recorded
+// without an update of the pod: its pulls only when its containers are
+// known, which they wait for, or once its pulls are recorded, when only a
+// failed pull listed after them is left to count
+// (lifecycle.FailedPullCounts).
+func (h *held) foldable(uid types.UID, prev lifecycle.State) (lifecycle.Inputs, int) {
 	in, containers := h.of(uid)
-	if containers == 0 {
+	if containers == 0 && !prev.Pulls.Has(lifecycle.PullsDone) {
 		in.Pulls = nil
 	}
 	return in, containers
@@ -258,7 +261,7 @@ func (p *Pipeline) RecordImagePull(uid types.UID, e lifecycle.PullEvent) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	prev, known := p.store.Get(uid)
-	if known && (prev.Pulls.Has(lifecycle.PullsDone) || prev.Pulls.Has(lifecycle.PullsGivenUp)) {
+	if known && (prev.Pulls.Has(lifecycle.PullsDone) || prev.Pulls.Has(lifecycle.PullsGivenUp)) && !lifecycle.FailedPullCounts(prev, e) {
 		// Its start-up pulls are recorded, or were given up: a restarted
 		// container's pull, the same events listed again, or one that came
 		// too late.
@@ -277,7 +280,7 @@ func (p *Pipeline) fold(uid types.UID, prev lifecycle.State) error {
 	if _, waiting := p.failed[uid]; waiting {
 		return nil
 	}
-	in, containers := p.held.foldable(uid)
+	in, containers := p.held.foldable(uid, prev)
 	now := p.opts.Now()
 	next, out := lifecycle.Fold(now, in, containers, prev, &p.opts.Lifecycle)
 	if next != prev {

@@ -51,15 +51,17 @@ func TestHeldHoldFoldWrittenExpire(t *testing.T) {
 	in, containers := h.of("u")
 	require.NotNil(t, in.Pulls)
 	assert.Zero(t, containers)
-	in, _ = h.foldable("u")
+	in, _ = h.foldable("u", notDone)
 	assert.Nil(t, in.Pulls)
+	in, _ = h.foldable("u", done)
+	assert.NotNil(t, in.Pulls, "once its pulls are recorded, only a failure can count, which needs no containers")
 	assert.Empty(t, h.unwritten(), "pulls wait for the pod's update, not for a retry")
 
 	// The pod's update carries them: nothing to write, its containers kept
 	// while its pulls are awaited.
 	in, _ = h.of("u")
 	h.written("u", in, notDone, 2, t0)
-	in, containers = h.foldable("u")
+	in, containers = h.foldable("u", notDone)
 	assert.NotNil(t, in.Pulls)
 	assert.Equal(t, 2, containers)
 	assert.False(t, h.holdPull("u", t0, pulledEvent("a", 100)), "the same event again: nothing to write")

@@ -103,6 +103,42 @@ func TestAFailedPullCountsOncePerPod(t *testing.T) {
 	assert.True(t, s.Pulls.Has(lifecycle.StartupDone))
 }
 
+// A list (a restart, a relist) hands a pod's events over in name order: a
+// failed pull that comes after every image's Pulled event, before the
+// containers run, still counts, once, and keeps the pod out of the
+// start-up SLI.
+func TestAFailedPullListedAfterTheImagesCounts(t *testing.T) {
+	fail := 0
+	p, st := pipelineOnMemory(t, &fail)
+	const uid = "u1"
+	waiting := startedPod(uid, 1)
+	waiting.CreationTimestamp = metav1.Unix(1700000000, 0)
+	waiting.Containers = 2
+	require.NoError(t, p.Handle(waiting))
+	require.NoError(t, p.RecordImagePull(uid, pulledEvent("a", 100)))
+	require.NoError(t, p.RecordImagePull(uid, pulledEvent("b", 100)))
+	s, _ := st.Get(uid)
+	require.True(t, s.Pulls.Has(lifecycle.PullsDone))
+	for range 2 {
+		require.NoError(t, p.RecordImagePull(uid, lifecycle.PullEvent{Container: "spec.containers{a}", Result: lifecycle.PullFailed}))
+	}
+	assert.Equal(t, float64(1), counter(st, "image_pulls_failed"))
+	require.NoError(t, p.Handle(runningPod(uid)))
+	assert.Empty(t, histograms(st, "pod_startup_sli"), "a pod with a failed pull is left out of the start-up SLI")
+	assert.Equal(t, map[string][2]float64{"none,none,miss,": {1, 0.2}}, histograms(st, "image_pull"))
+	assert.Empty(t, heldPulls(p), "nothing held once the pulls are recorded")
+
+	// A restarted container's failed pull, after the start-up: not counted.
+	const other = "u2"
+	require.NoError(t, p.Handle(runningPod(other)))
+	require.NoError(t, p.RecordImagePull(other, pulledEvent("a", 100)))
+	require.NoError(t, p.RecordImagePull(other, pulledEvent("b", 100)))
+	require.NoError(t, p.RecordImagePull(other, lifecycle.PullEvent{Container: "spec.containers{a}", Result: lifecycle.PullFailed}))
+	assert.Equal(t, float64(1), counter(st, "image_pulls_failed"))
+	assert.Len(t, histograms(st, "pod_startup_sli"), 1)
+	assert.Empty(t, heldPulls(p))
+}
+
 // A pull event whose write fails (a full disk) is not delivered again:
 // RetryFailed writes it.
 func TestAFailedPullWriteIsRetried(t *testing.T) {
