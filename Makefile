@@ -115,10 +115,9 @@ release: image helmbin
 	@echo "release $(VERSION) in $(RELEASE_DIR):" && cat $(RELEASE_DIR)/SHA256SUMS
 
 ## test: lint, build and check the image, build the real control plane if
-## missing, then run, at once, every test with -race, the real node's, and
-## the end-to-end test followed by the short chaos run (root: it mounts a
-## tmpfs; its report goes to hack/chaos/results/short.md, which git
-## ignores).
+## missing, run every test with -race, then the end-to-end test and the
+## short chaos run (root: it mounts a tmpfs; its report goes to
+## hack/chaos/results/short.md, which git ignores).
 ## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
 # The real-node packages run outside -race, as the e2e does: the race
 # detector only slows the real kubelet's timing there. Each has its own
@@ -138,29 +137,13 @@ BUILD_JOBS ?= 2
 test-prereqs:
 	$(MAKE) -j$(BUILD_JOBS) --output-sync=target nodebin lint image-test kwokbin helmbin dashboard-lint
 
-# The tests run in three groups at once (TEST_JOBS): the packages under
-# -race, the real node, and the kwok clusters (the end-to-end test, then
-# the short chaos run). The last two mostly wait on their clusters (the
-# chaos run uses about 50 s of CPU in its 7 minutes), so that beside the
-# race step they take little of the cores, and a cold make test saves the
-# sum of their times (docs/testing.md). Each group's output is printed
-# whole when it ends.
-TEST_JOBS ?= 3
 test: test-prereqs
-	$(MAKE) -j$(TEST_JOBS) --output-sync=target test-race test-realnode test-kwok
-
-.PHONY: test-race test-realnode test-kwok
-test-race:
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$')
+	$(GO) test -count=1 -timeout 10m ./internal/realnode/
+	$(GO) test -count=1 -timeout 30m ./e2e/realnode/
 	cd hack/harness && $(GO) test -race -count=1 ./...
 	cd hack/chaos && $(GO) test -race -count=1 ./...
 	cd hack/scale && $(GO) test -race -count=1 ./...
-
-test-realnode:
-	$(GO) test -count=1 -timeout 10m ./internal/realnode/
-	$(GO) test -count=1 -timeout 30m ./e2e/realnode/
-
-test-kwok:
 	$(MAKE) e2e
 	$(MAKE) chaos-short
 
