@@ -56,7 +56,7 @@ func startSuite(t *testing.T, opts ...testenv.Option) *suite {
 	began := time.Now()
 	node := realnode.Start(t, opts...)
 	t.Logf("real node ready after %v", time.Since(began).Round(time.Millisecond))
-	tr := &truth{pods: map[types.UID]*podTruth{}, claims: map[string]string{}, mounts: map[types.UID][]mountEvent{}}
+	tr := &truth{pods: map[types.UID]*podTruth{}, claims: map[string]string{}, mounts: map[types.UID][]mountEvent{}, images: map[types.UID][]imageEvent{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(node.Client, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
 	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -71,9 +71,9 @@ func startSuite(t *testing.T, opts ...testenv.Option) *suite {
 	})
 	require.NoError(t, err)
 	// The kubelet's FailedMount events, which podslo reads to tell the
-	// pod author's missing Secret or ConfigMap from the platform's delay.
-	events := informers.NewSharedInformerFactoryWithOptions(node.Client, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "reason=FailedMount" }))
+	// pod author's missing Secret or ConfigMap from the platform's delay,
+	// and its image events (observeEvent).
+	events := informers.NewSharedInformerFactoryWithOptions(node.Client, 0, informers.WithNamespace(ns))
 	evInf := events.Core().V1().Events().Informer()
 	_, err = evInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    tr.observeEvent,
@@ -132,6 +132,19 @@ type truth struct {
 	// mounts is each distinct state of the FailedMount events of a pod,
 	// in the order seen.
 	mounts map[types.UID][]mountEvent
+	// images is each distinct state of a pod's image events (Pulling,
+	// Pulled, Failed, BackOff), in the order seen, for the fixtures: the
+	// chaos harness writes such events itself, as kwok cannot.
+	images map[types.UID][]imageEvent
+}
+
+// imageEvent is one state of a kubelet's image event of a pod.
+type imageEvent struct {
+	Seen      time.Time `json:"seen"`
+	Reason    string    `json:"reason"`
+	FieldPath string    `json:"fieldPath"`
+	Message   string    `json:"message"`
+	Count     int32     `json:"count"`
 }
 
 // mountEvent is one state of a FailedMount event as the kubelet wrote it:
@@ -350,12 +363,21 @@ func (tr *truth) claimOf(claim, class string) {
 
 func (tr *truth) observeEvent(obj any) {
 	ev, ok := obj.(*corev1.Event)
-	if !ok || ev.Reason != "FailedMount" || ev.InvolvedObject.Kind != "Pod" {
+	if !ok || ev.InvolvedObject.Kind != "Pod" {
 		return
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	uid := ev.InvolvedObject.UID
+	switch ev.Reason {
+	case "Pulling", "Pulled", "Failed", "BackOff":
+		tr.images[uid] = append(tr.images[uid], imageEvent{Seen: time.Now().UTC(), Reason: ev.Reason,
+			FieldPath: ev.InvolvedObject.FieldPath, Message: ev.Message, Count: ev.Count})
+		return
+	case "FailedMount":
+	default:
+		return
+	}
 	e := mountEvent{Seen: time.Now().UTC(), Message: ev.Message, Count: ev.Count, First: ev.FirstTimestamp, Last: ev.LastTimestamp}
 	tr.mounts[uid] = append(tr.mounts[uid], e)
 }
@@ -489,6 +511,10 @@ type snapshot struct {
 	Phase             corev1.PodPhase   `json:"phase,omitempty"`
 	Conditions        []condition       `json:"conditions,omitempty"`
 	Containers        []containerStatus `json:"containerStatuses,omitempty"`
+	// InitContainers are the init containers' and native sidecars'
+	// statuses (recorded since 2026-11-28, for the stages' init
+	// containers that run one after another).
+	InitContainers []containerStatus `json:"initContainerStatuses,omitempty"`
 }
 
 type condition struct {
@@ -513,7 +539,14 @@ func snapshotOf(pod *corev1.Pod, deleted bool) snapshot {
 		s.Conditions = append(s.Conditions, condition{Type: c.Type, Status: c.Status, Reason: c.Reason, LastTransitionTime: c.LastTransitionTime})
 	}
 	sort.Slice(s.Conditions, func(i, j int) bool { return s.Conditions[i].Type < s.Conditions[j].Type })
-	for _, c := range pod.Status.ContainerStatuses {
+	s.Containers = containerStatuses(pod.Status.ContainerStatuses)
+	s.InitContainers = containerStatuses(pod.Status.InitContainerStatuses)
+	return s
+}
+
+func containerStatuses(statuses []corev1.ContainerStatus) []containerStatus {
+	var out []containerStatus
+	for _, c := range statuses {
 		cs := containerStatus{Name: c.Name, Ready: c.Ready, RestartCount: c.RestartCount, State: c.State, LastState: c.LastTerminationState}
 		// The container ID changes nothing podslo reads.
 		for _, st := range []*corev1.ContainerState{&cs.State, &cs.LastState} {
@@ -523,9 +556,9 @@ func snapshotOf(pod *corev1.Pod, deleted bool) snapshot {
 				st.Terminated = &term
 			}
 		}
-		s.Containers = append(s.Containers, cs)
+		out = append(out, cs)
 	}
-	return s
+	return out
 }
 
 // sameAs ignores when the state was seen: an update that changed only
@@ -548,6 +581,8 @@ func (tr *truth) writeFixture(t *testing.T) {
 		// FailedMount is every distinct state of the pod's FailedMount
 		// events, in the order seen.
 		FailedMount []mountEvent `json:"failedMountEvents,omitempty"`
+		// Images is every distinct state of the pod's image events.
+		Images []imageEvent `json:"imageEvents,omitempty"`
 	}
 	out := struct {
 		Test    string        `json:"test"`
@@ -559,7 +594,7 @@ func (tr *truth) writeFixture(t *testing.T) {
 		out.Kubelet = v
 	}
 	for uid, p := range tr.pods {
-		out.Pods = append(out.Pods, podTimeline{Pod: p.name, Timeline: p.timeline, FailedMount: tr.mounts[uid]})
+		out.Pods = append(out.Pods, podTimeline{Pod: p.name, Timeline: p.timeline, FailedMount: tr.mounts[uid], Images: tr.images[uid]})
 	}
 	sort.Slice(out.Pods, func(i, j int) bool { return out.Pods[i].Pod < out.Pods[j].Pod })
 	b, err := json.MarshalIndent(out, "", "  ")

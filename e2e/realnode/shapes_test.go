@@ -140,6 +140,16 @@ func withSidecar(name string) podOption {
 	}
 }
 
+// withLateContainer adds a second container whose image is pulled, with
+// policy Always, from image.
+func withLateContainer(name, image string) podOption {
+	return func(p *corev1.Pod) {
+		c := p.Spec.Containers[0]
+		c.Name, c.Image, c.ImagePullPolicy = name, image, corev1.PullAlways
+		p.Spec.Containers = append(p.Spec.Containers, c)
+	}
+}
+
 // withGate holds the pod's scheduling until the gate is removed.
 func withGate(name string) podOption {
 	return func(p *corev1.Pod) {
@@ -181,9 +191,16 @@ func TestPodShapesOnARealNode(t *testing.T) {
 
 	const gateHold = 3 * time.Second
 	dirOrCreate := corev1.HostPathDirectoryOrCreate
+	// The late pod's second image is pushed only once the kubelet failed
+	// to pull it: its first container runs, the second starts after the
+	// kubelet's back-off (10 s).
+	reg := s.node.StartRegistry(t)
 	began := time.Now()
 	pods := map[string]*corev1.Pod{
-		"init-sidecar": s.createPod("init-sidecar", withInit("setup", "sleep", "2s"), withSidecar("proxy")),
+		// Two init containers, which run one after another, then the
+		// sidecar.
+		"init-sidecar": s.createPod("init-sidecar", withInit("setup", "sleep", "2s"), withInit("migrate", "sleep", "1s"), withSidecar("proxy")),
+		"late-image":   s.createPod("late-image", withLateContainer("late", reg.Image("podslo/late:1"))),
 		"gated":        s.createPod("gated", withGate("podslo.test/hold")),
 		"hostpath": s.createPod("hostpath", withVolume(corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{
 			HostPath: &corev1.HostPathVolumeSource{Path: filepath.Join(s.node.Dir(), "hostpath"), Type: &dirOrCreate}}})),
@@ -195,6 +212,12 @@ func TestPodShapesOnARealNode(t *testing.T) {
 		// ran into a window from 8 s), not Ready from 20 s to 24 s.
 		"flap": s.createPod("flap", withFailingReadiness(began.Add(20*time.Second), began.Add(24*time.Second))),
 	}
+	require.Eventually(t, func() bool {
+		evs, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=Failed,involvedObject.uid=" + string(pods["late-image"].UID)})
+		return err == nil && len(evs.Items) > 0
+	}, time.Minute, 100*time.Millisecond, "the kubelet never failed to pull the late image")
+	s.tr.act("late-image", "push the late image")
+	reg.Push(t, "podslo/late:1")
 	// The gate is lifted gateHold after the pod's creation.
 	time.Sleep(time.Until(pods["gated"].CreationTimestamp.Add(gateHold + time.Second)))
 	s.tr.act("gated", "lift the scheduling gate")
@@ -234,7 +257,12 @@ func TestPodShapesOnARealNode(t *testing.T) {
 		assert.NotContains(ct, startups, "gated", "a pod that waited to be scheduled leaves the SLI")
 		count, _ := histogramBy(fams["podslo_pod_startup_sli_duration_seconds"], "stateful")
 		assert.Equal(ct, map[string]uint64{"false": uint64(len(stateless)), "true": 1}, count)
-		assert.Equal(ct, 1.0, skipped(counterBy(fams["podslo_observations_skipped_total"], "sli", "reason"), "pod_startup", "not_schedulable"))
+		skips := counterBy(fams["podslo_observations_skipped_total"], "sli", "reason")
+		assert.Equal(ct, 1.0, skipped(skips, "pod_startup", "not_schedulable"))
+		// The late image: its failed pull, once, and its start-up left out.
+		assert.NotContains(ct, startups, "late-image")
+		assert.Equal(ct, 1.0, skipped(skips, "pod_startup", "image_pull_failed"))
+		assert.Equal(ct, 1.0, counterTotal(fams["podslo_pod_image_pulls_failed_total"]))
 	}, time.Minute, 100*time.Millisecond, "podslo's start-ups")
 
 	// Pod by pod, beside the kubelet (as in TestImagePullsOnARealNode).
@@ -251,17 +279,38 @@ func TestPodShapesOnARealNode(t *testing.T) {
 			// The kubelet sees the pod only once bound, PodScheduled True:
 			// it cannot tell that it waited, and counts the wait.
 			assert.GreaterOrEqual(t, k.sli, gateHold.Seconds(), "the kubelet's SLI holds the gate's wait")
+		case "late-image":
+			// Left out by podslo (image_pull_failed). The kubelet keeps
+			// it, less its pull session, which runs from the first
+			// Pulling to the Pulled after the back-off: the back-off is
+			// taken off too (measured: 15.9 s of pulls, of which 39 ms
+			// the pull itself).
+			assert.Greater(t, k.pulls, 10*time.Second, "the kubelet's pull session holds the back-off")
+			assert.InDelta(t, atStatus, k.sli, 1, "the kubelet's SLI, less its pull session")
 		case "init-sidecar":
 			// podslo takes off the init phase (first sandbox readiness to
-			// Initialized, whole seconds), which holds the sidecar's start
-			// too; the kubelet takes off the init containers' run time
-			// but the sidecars'. docs/metrics.md gives the difference.
-			// Measured: podslo 1.0 s to 2.0 s lower (docs/metrics.md).
-			// The init phase's whole seconds can also make it up to 1 s
-			// higher.
+			// Initialized, whole seconds, from the pod's conditions),
+			// which holds the sidecar's start and the kubelet's delays
+			// between the init containers. The kubelet takes off the
+			// init containers' run time but the sidecars', and loses it
+			// for a pod with two init containers or more: it records the
+			// next one's start before it reads the previous one's finish,
+			// and drops the negative run time (1.37.2: 0 s here).
+			// docs/metrics.md gives the difference.
+			var initialized time.Time
+			for _, cond := range podStatus(t, s.node, name).Conditions {
+				if cond.Type == corev1.PodInitialized && cond.Status == corev1.ConditionTrue {
+					initialized = cond.LastTransitionTime.Time
+				}
+			}
+			sandbox := s.tr.get(pods[name].UID).sandboxReady
+			require.NotEmpty(t, sandbox)
+			initPhase := initialized.Sub(sandbox[0]).Seconds()
+			t.Logf("%s: init phase %.0f s from the conditions; the kubelet's init run time %v", name, initPhase, k.initRuntime)
+			assert.InDelta(t, atStatus+k.initRuntime.Seconds()-initPhase, startups[name], msTolerance,
+				"%s: podslo's end is the kubelet's status write, less the init phase", name)
 			if k.hasInit {
-				assert.GreaterOrEqual(t, startups[name], atStatus-3, "%s: podslo's init phase against the kubelet's init run time", name)
-				assert.LessOrEqual(t, startups[name], atStatus+1, "%s: podslo's init phase against the kubelet's init run time", name)
+				assert.Zero(t, k.initRuntime, "the kubelet now counts the run time of two init containers: docs/metrics.md must say so")
 			}
 		default:
 			assert.InDelta(t, atStatus, startups[name], msTolerance, "%s: podslo's end is the kubelet's status write, seen through the API", name)
@@ -338,6 +387,11 @@ func TestPodShapesOnARealNode(t *testing.T) {
 				assert.Equal(ct, 1.0, skipped(skips, sli, "restarted_before_seen")+skipped(skips, sli, "recreated_before_seen"), sli)
 			}
 		}
+		// The late image's Failed events, listed beside its Pulled ones
+		// in name order, still leave its start-up out.
+		assert.NotContains(ct, got, "late-image")
+		assert.Equal(ct, 1.0, skipped(skips, "pod_startup", "image_pull_failed"))
+		assert.Equal(ct, 1.0, counterTotal(fams["podslo_pod_image_pulls_failed_total"]))
 		// The gated pod, first seen bound, cannot tell that it waited:
 		// measured, the wait included (docs/metrics.md).
 		assert.GreaterOrEqual(ct, got["gated"], gateHold.Seconds())

@@ -28,6 +28,8 @@ type Registry struct {
 	// Host is its host:port, the start of its images' names.
 	Host string
 	srv  *httptest.Server
+	// archive is the sleeper image's docker archive, which Push uploads.
+	archive string
 }
 
 // registryHosts is containerd's directory of hosts.toml files.
@@ -51,7 +53,7 @@ func (n *Node) StartRegistry(t testing.TB, repos ...string) *Registry {
 	srv := &httptest.Server{Listener: lis, Config: &http.Server{Handler: registry.New(registry.Logger(log.New(logFile, "", log.LstdFlags|log.Lmicroseconds)))}}
 	srv.Start()
 	t.Cleanup(srv.Close)
-	r := &Registry{Host: lis.Addr().String(), srv: srv}
+	r := &Registry{Host: lis.Addr().String(), srv: srv, archive: filepath.Join(n.dir, "sleeper.tar")}
 	// containerd reads hosts.toml at each pull: no restart.
 	hosts := filepath.Join(n.registryHosts(), r.Host)
 	if err := os.MkdirAll(hosts, 0o755); err != nil {
@@ -61,7 +63,15 @@ func (n *Node) StartRegistry(t testing.TB, repos ...string) *Registry {
 	if err := os.WriteFile(filepath.Join(hosts, "hosts.toml"), []byte(toml), 0o644); err != nil {
 		t.Fatalf("registry hosts: %v", err)
 	}
-	layer, config, err := sleeperImage(filepath.Join(n.dir, "sleeper.tar"))
+	r.Push(t, repos...)
+	return r
+}
+
+// Push uploads the sleeper image under each of repos: a pull of one that
+// failed before succeeds from now on.
+func (r *Registry) Push(t testing.TB, repos ...string) {
+	t.Helper()
+	layer, config, err := sleeperImage(r.archive)
 	if err != nil {
 		t.Fatalf("read the sleeper image: %v", err)
 	}
@@ -70,7 +80,6 @@ func (n *Node) StartRegistry(t testing.TB, repos ...string) *Registry {
 			t.Fatalf("push %s: %v", repo, err)
 		}
 	}
-	return r
 }
 
 // Image is the name of repo in the registry.
