@@ -41,6 +41,8 @@ const (
 	annotationExitAfter  = "kwok.podslo.io/exit-after"
 	annotationCrashAfter = "kwok.podslo.io/crash-after"
 	annotationUnready    = "kwok.podslo.io/unready"
+	annotationInitRun    = "kwok.podslo.io/init-run"
+	annotationBackoff    = "kwok.podslo.io/pull-backoff"
 )
 
 // scenarios gives each pod of the fixtures its kwok equivalent: what the
@@ -72,14 +74,19 @@ var scenarios = map[string]map[string]podOption{
 	// sequence with a claim is the one without (testdata/README.md).
 	"TestPVCBackedPodsOnARealNode": {"hostpath-0": nil, "hostpath-1": nil, "local-0": nil, "plain": nil},
 	"TestPodShapesOnARealNode": {
-		// withInit("setup", "sleep", "2s"), withSidecar("proxy")
+		// withInit("setup", "sleep", "2s"), withInit("migrate", "sleep",
+		// "1s"), withSidecar("proxy")
 		"init-sidecar": withInitAndSidecar,
+		// withLateContainer: a second container whose image the real
+		// test pushed after the kubelet's first failed pull.
+		"late-image": withLateImage,
 		// withGate: created gated, bound once the gate is lifted.
 		"gated":    withGate,
 		"hostpath": nil,
 		// withArgs("sleep", "8s") under restartPolicy Always: exits 0
-		// after 8 s, restarted at once the first time.
-		"crashloop": annotated(annotationCrashAfter, "8"),
+		// after 8 s, restarted at once the first time, exits again 8 s
+		// later (the test ended within the back-off that follows).
+		"crashloop": annotated(annotationCrashAfter, "8,8"),
 		// withFailingReadiness: a probe every second, failing 6 s after
 		// the start for 4 s.
 		"flap": flapping(6, 4),
@@ -138,8 +145,16 @@ func withInitAndSidecar(p *corev1.Pod) {
 	always := corev1.ContainerRestartPolicyAlways
 	p.Spec.InitContainers = []corev1.Container{
 		{Name: "setup", Image: "registry.k8s.io/pause:3.10"},
+		{Name: "migrate", Image: "registry.k8s.io/pause:3.10"},
 		{Name: "proxy", Image: "registry.k8s.io/pause:3.10", RestartPolicy: &always},
 	}
+	p.Annotations[annotationInitRun] = "2,1"
+}
+
+func withLateImage(p *corev1.Pod) {
+	p.Spec.Containers = append(p.Spec.Containers, corev1.Container{Name: "late", Image: "registry.k8s.io/pause:3.10"})
+	p.Annotations[annotationBackoff] = "late"
+	p.Annotations[annotationPulls] = "0,0,39"
 }
 
 func withGate(p *corev1.Pod) {
@@ -186,13 +201,16 @@ type snapshot struct {
 		Status string `json:"status"`
 		Reason string `json:"reason,omitempty"`
 	} `json:"conditions,omitempty"`
-	Containers []struct {
-		Name         string                `json:"name"`
-		Ready        bool                  `json:"ready"`
-		RestartCount int32                 `json:"restartCount"`
-		State        corev1.ContainerState `json:"state"`
-		LastState    corev1.ContainerState `json:"lastState"`
-	} `json:"containerStatuses,omitempty"`
+	Containers     []containerStatus `json:"containerStatuses,omitempty"`
+	InitContainers []containerStatus `json:"initContainerStatuses,omitempty"`
+}
+
+type containerStatus struct {
+	Name         string                `json:"name"`
+	Ready        bool                  `json:"ready"`
+	RestartCount int32                 `json:"restartCount"`
+	State        corev1.ContainerState `json:"state"`
+	LastState    corev1.ContainerState `json:"lastState"`
 }
 
 // state is a snapshot without its times: what the sequences compare.
@@ -223,6 +241,9 @@ func normalize(s snapshot) string {
 			fmt.Fprintf(&b, " last=%s", last)
 		}
 		b.WriteString("]")
+	}
+	for _, c := range s.InitContainers {
+		fmt.Fprintf(&b, " init/%s:[%s ready=%v restarts=%d]", c.Name, containerState(c.State), c.Ready, c.RestartCount)
 	}
 	if s.DeletionTimestamp != nil {
 		grace := int64(-1)
@@ -292,13 +313,10 @@ func snapshotOf(pod *corev1.Pod, deleted bool) snapshot {
 		}{string(c.Type), string(c.Status), c.Reason})
 	}
 	for _, c := range pod.Status.ContainerStatuses {
-		s.Containers = append(s.Containers, struct {
-			Name         string                `json:"name"`
-			Ready        bool                  `json:"ready"`
-			RestartCount int32                 `json:"restartCount"`
-			State        corev1.ContainerState `json:"state"`
-			LastState    corev1.ContainerState `json:"lastState"`
-		}{c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState})
+		s.Containers = append(s.Containers, containerStatus{c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState})
+	}
+	for _, c := range pod.Status.InitContainerStatuses {
+		s.InitContainers = append(s.InitContainers, containerStatus{c.Name, c.Ready, c.RestartCount, c.State, c.LastTerminationState})
 	}
 	return s
 }
@@ -518,6 +536,9 @@ func replay(t *testing.T, c kubernetes.Interface, rec *recorder, ns, name string
 		switch m := deleteAction.FindStringSubmatch(a.what); {
 		case a.what == "create":
 			createAndBind(t, c, ns, name, opt)
+		case a.what == "push the late image":
+			// The stages' back-off (kwok.podslo.io/pull-backoff) stands
+			// for the kubelet's retry once the image is there.
 		case a.what == "kill the sandbox through containerd":
 			crash(t, c, rec, ns, name)
 		case a.what == "lift the scheduling gate":
