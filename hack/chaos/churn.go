@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -200,6 +201,13 @@ func (d *driver) createKind(s *slot, k podKind, now time.Time) {
 		// pulls.
 		k.Pulls = planPulls(d.rng, pod)
 		pod.Annotations[annotationPulls] = pullsAnnotation(k.Pulls)
+		if names := backoffAnnotation(k.Pulls); names != "" {
+			pod.Annotations[annotationBackoff] = names
+		}
+		if k.Init {
+			// Each init container runs 0 to 2 s.
+			pod.Annotations[annotationInitRun] = strconv.Itoa(d.rng.IntN(3)) + "," + strconv.Itoa(d.rng.IntN(3))
+		}
 		s.kind = k
 	}
 	nodes := (d.o.Pods + d.o.PodsPerNode - 1) / d.o.PodsPerNode

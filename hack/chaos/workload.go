@@ -31,6 +31,8 @@ const (
 	annotationCrashAfter = "kwok.podslo.io/crash-after"
 	annotationUnready    = "kwok.podslo.io/unready"
 	annotationPulls      = "kwok.podslo.io/pulls"
+	annotationInitRun    = "kwok.podslo.io/init-run"
+	annotationBackoff    = "kwok.podslo.io/pull-backoff"
 	// flapFor is how long a flapping pod is not Ready.
 	flapFor = 5 * time.Second
 	// claimsPerClass PVCs of each StorageClass per namespace, shared by
@@ -149,7 +151,11 @@ func newPod(i int, k podKind, crashAfter time.Duration) *corev1.Pod {
 		pod.Spec.RuntimeClassName = &rc
 	}
 	if k.Init {
-		pod.Spec.InitContainers = []corev1.Container{{Name: "init", Image: "registry.example/init:1.0"}}
+		// Two, which kwok runs one after another (annotationInitRun).
+		pod.Spec.InitContainers = []corev1.Container{
+			{Name: "init", Image: "registry.example/init:1.0"},
+			{Name: "migrate", Image: "registry.example/migrate:1.0"},
+		}
 	}
 	if k.Multi {
 		pod.Spec.Containers = append(pod.Spec.Containers,
@@ -283,25 +289,43 @@ func (p plannedPull) failedMessage() string {
 const imageBackOff = 10 * time.Second
 
 // pullsAnnotation is deploy/kwok's kwok.podslo.io/pulls for the planned
-// pulls: how long the init containers' pulls and the containers' take,
-// the "including waiting" durations the events say, and the back-off after
-// a failed attempt. kwok then starts the containers after them, as the
-// kubelet does, so that no start-up is shorter than the pulls podslo takes
-// off it.
+// pulls: how long the init containers' pulls, the containers' and the
+// pulls after a back-off take, the "including waiting" durations the
+// events say. kwok then starts the containers after them, as the kubelet
+// does, so that no start-up is shorter than the pulls podslo takes off
+// it. An init container's failed attempt adds the kubelet's back-off to
+// the init containers' pulls; a container's failed attempt leaves it
+// waiting while the others start (backoffAnnotation), and kwok adds the
+// back-off itself.
 func pullsAnnotation(pulls []plannedPull) string {
-	var init, containers int64
+	var init, containers, late int64
 	for _, p := range pulls {
-		ms := p.WaitMs
-		if p.FailFirst {
-			ms += imageBackOff.Milliseconds()
-		}
-		if strings.HasPrefix(p.FieldPath, "spec.initContainers{") {
-			init += ms
-		} else {
-			containers += ms
+		switch {
+		case strings.HasPrefix(p.FieldPath, "spec.initContainers{"):
+			init += p.WaitMs
+			if p.FailFirst {
+				init += imageBackOff.Milliseconds()
+			}
+		case p.FailFirst:
+			late += p.WaitMs
+		default:
+			containers += p.WaitMs
 		}
 	}
-	return fmt.Sprintf("%d,%d", init, containers)
+	return fmt.Sprintf("%d,%d,%d", init, containers, late)
+}
+
+// backoffAnnotation is deploy/kwok's kwok.podslo.io/pull-backoff: the
+// containers whose first pull failed, which start after the kubelet's
+// back-off while the others run; empty for none.
+func backoffAnnotation(pulls []plannedPull) string {
+	var names []string
+	for _, p := range pulls {
+		if name, ok := strings.CutPrefix(p.FieldPath, "spec.containers{"); ok && p.FailFirst {
+			names = append(names, strings.TrimSuffix(name, "}"))
+		}
+	}
+	return strings.Join(names, ",")
 }
 
 // planPulls draws the image events of the pod's containers: a cache hit
