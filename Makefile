@@ -52,7 +52,7 @@ IMAGE_SOURCE ?= https://github.com/podslo/podslo
 IMAGE_LICENSES ?= NOASSERTION
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build image image-test release test demo e2e unit testbin clusterbin nodebin runtimebin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
+.PHONY: build image image-test release test demo e2e unit testbin clusterbin nodebin runtimebin promstackbin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
 
 ## build: bin/podslo, the release build (static, stamped with VERSION and the
 ## commit). The default target.
@@ -118,7 +118,8 @@ release: image helmbin
 ## missing, run every test with -race, then the end-to-end test and the
 ## short chaos run (root: it mounts a tmpfs; its report goes to
 ## hack/chaos/results/short.md, which git ignores).
-## The alert and dashboard tests need promtool (Debian: apt-get install prometheus).
+## The alert, dashboard and end-to-end tests run Prometheus 3 and its
+## promtool (make promstackbin).
 # The real-node packages run outside -race, as the e2e does: the race
 # detector only slows the real kubelet's timing there. Each has its own
 # -timeout, so a hang fails with a stack dump instead of CI's deadline; the
@@ -135,7 +136,7 @@ release: image helmbin
 BUILD_JOBS ?= 2
 .PHONY: test-prereqs
 test-prereqs:
-	$(MAKE) -j$(BUILD_JOBS) --output-sync=target nodebin lint image-test kwokbin helmbin dashboard-lint
+	$(MAKE) -j$(BUILD_JOBS) --output-sync=target nodebin lint image-test kwokbin helmbin promstackbin dashboard-lint
 
 test: test-prereqs
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$')
@@ -151,15 +152,15 @@ test: test-prereqs
 ## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
 ## minutes on 2 cores, behind a progress bar). DEMO_FLAGS passes flags, e.g.
 ## DEMO_FLAGS=--prometheus.
-demo: build
-	bin/podslo demo --source-dir . $(DEMO_FLAGS)
+demo: build $(if $(findstring --prometheus,$(DEMO_FLAGS)),promstackbin)
+	bin/podslo demo --source-dir . --prometheus-binary $(PODSLO_PROMETHEUS_DIR)/prometheus $(DEMO_FLAGS)
 
 ## e2e: the simulated cluster with a real Prometheus (part of `make test`).
 ## Alone and without -race: it compares measured latencies with the kwok
 ## stages' configured delays, and a loaded machine makes kwok late (the race
 ## detector slows the in-process exporter and agents several times). The
 ## same code runs under -race in the other packages' tests.
-e2e: testbin clusterbin kwokbin
+e2e: testbin clusterbin kwokbin promstackbin
 	$(GO) test -count=1 -timeout 20m ./e2e/
 
 ## unit: the tests that need no API server.
@@ -246,9 +247,10 @@ runtimebin: $(addprefix $(PODSLO_CONTAINERD_DIR)/,containerd containerd-shim-run
 module_dir = $$(cd / && $(GO) mod download -json $(1)@$(2) | sed -n 's|^[[:space:]]*"Dir": "\(.*\)",$$|\1|p')
 
 # Binaries of one module and one set of flags are built by one go build,
-# as the control plane's are: static_build_into,dir,flags,packages.
+# as the control plane's are: static_build_into,dir,flags,packages. Outside
+# any go.work a release may carry.
 static_build_into = tmp=$$(mktemp -d $(1)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
-	CGO_ENABLED=0 $(GO) build $(2) -o $$tmp/ $(addprefix ./,$(3)) && for p in $(notdir $(3)); do mv $$tmp/$$p $(1)/; done
+	CGO_ENABLED=0 GOWORK=off $(GO) build $(2) -o $$tmp/ $(addprefix ./,$(3)) && for p in $(notdir $(3)); do mv $$tmp/$$p $(1)/; done
 
 # containerd and ctr: one grouped target (&:), built together.
 $(PODSLO_CONTAINERD_DIR)/containerd $(PODSLO_CONTAINERD_DIR)/ctr &:
@@ -272,6 +274,31 @@ $(addprefix $(PODSLO_CNI_DIR)/,bridge loopback host-local) &:
 	@mkdir -p $(PODSLO_CNI_DIR)
 	dir=$(call module_dir,github.com/containernetworking/plugins,$(CNI_PLUGINS_VERSION)) && test -n "$$dir" && cd "$$dir" && \
 	  $(call static_build_into,$(PODSLO_CNI_DIR),-trimpath -ldflags '-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)',plugins/main/bridge plugins/main/loopback plugins/ipam/host-local)
+
+## promstackbin: Prometheus 3 and promtool, which the alert, dashboard and
+## end-to-end tests run podslo's rules on, built offline from its module on
+## the Go module proxy and cached by version like the runtime
+## (internal/testenv/promstack.txt pins it): in the module cache's copy of
+## the release, with its own go.mod (and not its go.work, which names
+## modules the release leaves out), as its release build; with only the
+## Kubernetes, file and HTTP service discoveries (its remove_all_sd tags),
+## and without the web UI's assets, which need npm (the API is all the
+## tests use); stamped with its version. About 6 minutes cold on 2 cores.
+promstack_version = $(shell awk '$$1 == "$(1)" { print $$3 }' internal/testenv/promstack.txt)
+PROMETHEUS_VERSION := $(call promstack_version,prometheus)
+PROMSTACKBIN ?= $(CACHE_HOME)/podslo/promstack
+export PODSLO_PROMSTACKBIN := $(PROMSTACKBIN)
+PODSLO_PROMETHEUS_DIR := $(PROMSTACKBIN)/prometheus-$(PROMETHEUS_VERSION)
+# v0.316.0 -> 3.16.0, as its VERSION file says.
+prometheus_release = $(shell echo $(PROMETHEUS_VERSION) | sed -E 's/^v0\.([0-9])([0-9]+)\.([0-9]+)$$/\1.\2.\3/')
+
+promstackbin: $(addprefix $(PODSLO_PROMETHEUS_DIR)/,prometheus promtool)
+
+$(PODSLO_PROMETHEUS_DIR)/prometheus $(PODSLO_PROMETHEUS_DIR)/promtool &:
+	@mkdir -p $(PODSLO_PROMETHEUS_DIR)
+	dir=$(call module_dir,github.com/prometheus/prometheus,$(PROMETHEUS_VERSION)) && test -n "$$dir" && cd "$$dir" && \
+	  $(call static_build_into,$(PODSLO_PROMETHEUS_DIR),-trimpath -tags 'remove_all_sd enable_kubernetes_sd' \
+	    -ldflags '-s -w -X github.com/prometheus/common/version.Version=$(prometheus_release) -X github.com/prometheus/common/version.Revision=$(PROMETHEUS_VERSION) -X github.com/prometheus/common/version.Branch=HEAD -X github.com/prometheus/common/version.BuildUser=podslo',cmd/prometheus cmd/promtool)
 
 ## kwokbin: kwok and kwokctl, pinned in hack/kwok (about 3.5 minutes cold
 ## on 2 cores).

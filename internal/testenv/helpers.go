@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"os"
-	"os/exec"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -39,23 +38,4 @@ func Manifests(t testing.TB, path string) []runtime.Object {
 		}
 		out = append(out, obj)
 	}
-}
-
-// Promtool finds the promtool binary: $PROMTOOL, else the PATH. CI must run
-// the tests that need it, so a missing promtool fails there; locally too,
-// unless -short asks to skip what needs outside tools.
-func Promtool(t testing.TB) string {
-	t.Helper()
-	if p := os.Getenv("PROMTOOL"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("promtool")
-	if err == nil {
-		return p
-	}
-	if testing.Short() && os.Getenv("CI") != "true" {
-		t.Skip("promtool not found; install it (apt-get install prometheus) or set PROMTOOL")
-	}
-	t.Fatal("promtool not found: install it (Debian: apt-get install prometheus) or set PROMTOOL to its path")
-	return ""
 }

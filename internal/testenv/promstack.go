@@ -1,0 +1,91 @@
+package testenv
+
+import (
+	_ "embed"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+//go:embed promstack.txt
+var promstackVersions string
+
+// PromstackVersions is the version of each part of the monitoring stack
+// the tests run on (promstack.txt), by name: prometheus.
+func PromstackVersions() (map[string]string, error) {
+	v := map[string]string{}
+	for i, line := range strings.Split(promstackVersions, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			return nil, fmt.Errorf("internal/testenv/promstack.txt line %d: want name, module and version, got %q", i+1, line)
+		}
+		v[f[0]] = f[2]
+	}
+	for _, name := range []string{"prometheus"} {
+		if v[name] == "" {
+			return nil, fmt.Errorf("internal/testenv/promstack.txt: no version for %s", name)
+		}
+	}
+	return v, nil
+}
+
+// promstackBinary is where `make promstackbin` put one binary of part:
+// $PODSLO_PROMSTACKBIN (which the Makefile exports) or the user cache
+// directory, then <part>-<version>/<binary>.
+func promstackBinary(part, binary string) (string, error) {
+	v, err := PromstackVersions()
+	if err != nil {
+		return "", err
+	}
+	dir := os.Getenv("PODSLO_PROMSTACKBIN")
+	if dir == "" {
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			return "", err
+		}
+		dir = filepath.Join(cache, "podslo", "promstack")
+	}
+	path := filepath.Join(dir, part+"-"+v[part], binary)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s %s missing (run `make promstackbin`): %w", binary, v[part], err)
+	}
+	return path, nil
+}
+
+// findPromstack fails the test when the binary is missing: CI must run the
+// tests that need it. Only -short outside CI skips them.
+func findPromstack(t testing.TB, part, binary string) string {
+	t.Helper()
+	path, err := promstackBinary(part, binary)
+	if err == nil {
+		return path
+	}
+	if testing.Short() && os.Getenv("CI") != "true" {
+		t.Skip(err.Error())
+	}
+	t.Fatal(err)
+	return ""
+}
+
+// Promtool is $PROMTOOL, else the promtool of the Prometheus that `make
+// promstackbin` built. A distribution's older promtool in $PATH is never
+// used: the rules are checked by the Prometheus that runs them.
+func Promtool(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("PROMTOOL"); p != "" {
+		return p
+	}
+	return findPromstack(t, "prometheus", "promtool")
+}
+
+// Prometheus is the Prometheus server `make promstackbin` built.
+func Prometheus(t testing.TB) string {
+	t.Helper()
+	return findPromstack(t, "prometheus", "prometheus")
+}
