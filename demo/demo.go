@@ -200,7 +200,7 @@ func (p *parts) run(ctx context.Context) (err error) {
 			return err
 		}
 		defer prom.stop()
-		p.ep.Prometheus = o.PrometheusListenAddress
+		p.ep.Prometheus, p.ep.PrometheusConfig = o.PrometheusListenAddress, prom.config
 		p.bar.add(1)
 	}
 	p.bar.finish()

@@ -52,12 +52,19 @@ type Options struct {
 	// DefaultListenAddress and DefaultAgentListenAddress.
 	ListenAddress, AgentListenAddress string
 	// Prometheus, when true, also runs Prometheus (PrometheusBinary,
-	// default "prometheus" on PATH) on PrometheusListenAddress (default
+	// default "prometheus" on PATH; `make demo` passes the Prometheus 3 of
+	// `make promstackbin`) on PrometheusListenAddress (default
 	// DefaultPrometheusListenAddress), scraping the exporter and the agents
 	// every 5 s with podslo's recording and alerting rules.
 	Prometheus              bool
 	PrometheusBinary        string
 	PrometheusListenAddress string
+	// PrometheusNativeHistograms has that Prometheus scrape native
+	// histograms too, keeping the classic ones, as the chart's
+	// ServiceMonitor and PodMonitors ask (scrapeClassicHistograms): a
+	// Prometheus that scrapes native histograms drops the classic buckets
+	// that podslo's rules read unless told to keep them.
+	PrometheusNativeHistograms bool
 	// Out receives the progress bars and the live table; nil means none.
 	Out io.Writer
 	// Refresh is how often the live table is redrawn. Default
@@ -73,8 +80,9 @@ type Endpoints struct {
 	Kubeconfig string
 	Exporter   string
 	Agents     []string
-	// Prometheus is empty without Options.Prometheus.
-	Prometheus string
+	// Prometheus is empty without Options.Prometheus; PrometheusConfig is
+	// its configuration file, which names the rule files the demo wrote.
+	Prometheus, PrometheusConfig string
 }
 
 // AddFlags binds a flag to each field an operator sets, with the field's
@@ -86,7 +94,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "listen-address", DefaultListenAddress, "The exporter's address (/, /metrics, /healthz, /readyz)")
 	fs.StringVar(&o.AgentListenAddress, "agent-listen-address", DefaultAgentListenAddress, "The first agent's address; the others take the next ports")
 	fs.BoolVar(&o.Prometheus, "prometheus", false, "Also run Prometheus, scraping the exporter and the agents, with podslo's rules")
-	fs.StringVar(&o.PrometheusBinary, "prometheus-binary", "prometheus", "Prometheus binary (Debian: apt-get install prometheus)")
+	fs.StringVar(&o.PrometheusBinary, "prometheus-binary", "prometheus", "Prometheus 3 binary (make promstackbin builds it)")
+	fs.BoolVar(&o.PrometheusNativeHistograms, "prometheus-native-histograms", false, "Have Prometheus scrape native histograms too, keeping the classic ones")
 	fs.StringVar(&o.PrometheusListenAddress, "prometheus-listen-address", DefaultPrometheusListenAddress, "Prometheus' address")
 }
 

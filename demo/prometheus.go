@@ -22,7 +22,7 @@ import (
 const prometheusConfig = `global:
   scrape_interval: 5s
   evaluation_interval: 5s
-rule_files:
+%srule_files:
   - %q
   - %q
 scrape_configs:
@@ -34,10 +34,18 @@ scrape_configs:
       - targets: [%s]
 `
 
+// nativeHistograms are the global settings of a Prometheus 3 that scrapes
+// native histograms and keeps the classic ones beside them, which podslo's
+// rules and dashboards read.
+const nativeHistograms = `  scrape_native_histograms: true
+  always_scrape_classic_histograms: true
+`
+
 type prometheus struct {
-	cmd  *exec.Cmd
-	done chan error
-	logs bytes.Buffer
+	cmd    *exec.Cmd
+	done   chan error
+	logs   bytes.Buffer
+	config string
 }
 
 // startPrometheus runs Prometheus on the demo's targets until stop.
@@ -61,18 +69,22 @@ func startPrometheus(ctx context.Context, o *Options, dir string, agents []strin
 		}
 		files = append(files, dst)
 	}
-	cfg := fmt.Sprintf(prometheusConfig, files[0], files[1], o.ListenAddress, strings.Join(quoted, ", "))
+	native := ""
+	if o.PrometheusNativeHistograms {
+		native = nativeHistograms
+	}
+	cfg := fmt.Sprintf(prometheusConfig, native, files[0], files[1], o.ListenAddress, strings.Join(quoted, ", "))
 	path := filepath.Join(dir, "prometheus.yml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return nil, fmt.Errorf("write the Prometheus config: %w", err)
 	}
-	p := &prometheus{done: make(chan error, 1)}
+	p := &prometheus{done: make(chan error, 1), config: path}
 	p.cmd = exec.Command(o.PrometheusBinary, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+o.PrometheusListenAddress)
 	p.cmd.Stdout, p.cmd.Stderr = &p.logs, &p.logs
 	dieWithParent(p.cmd)
 	if err := p.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start Prometheus (%s; Debian: apt-get install prometheus): %w", o.PrometheusBinary, err)
+		return nil, fmt.Errorf("start Prometheus (%s; make promstackbin builds it): %w", o.PrometheusBinary, err)
 	}
 	go func() { p.done <- p.cmd.Wait() }()
 	url := "http://" + o.PrometheusListenAddress + "/-/ready"
