@@ -25,10 +25,12 @@ func TestShippedSpec(t *testing.T) {
 		assert.Equal(t, 30*24*time.Hour, slo.WindowDuration(), slo.Name)
 	}
 	assert.Equal(t, []string{"sandbox_creation_latency", "sandbox_creation_success", "termination_latency", "readiness_latency", "runc_sandbox_creation_latency", "pod_startup_latency"}, names)
-	// The sub-second objective holds for stateless runc pods only.
+	// The sub-second objective holds for stateless pods of the default
+	// runtime handler: no RuntimeClass (every pod on a managed cluster's
+	// defaults), or one named runc.
 	runc := spec.SLOs[4]
 	assert.Equal(t, []string{"runtime_class"}, runc.GroupBy)
-	assert.Equal(t, []string{`runtime_class="runc"`, `storage_class="none"`}, runc.Matchers)
+	assert.Equal(t, []string{`runtime_class=~"none|runc"`, `storage_class="none"`}, runc.Matchers)
 	assert.Equal(t, 500*time.Millisecond, runc.Latency.ThresholdDuration())
 	assert.Equal(t, 5*time.Second, spec.SLOs[0].Latency.ThresholdDuration())
 }
