@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/podslo/podslo/internal/testenv"
 )
 
 // runtimeVersions pins the node's container runtime; the Makefile reads the
@@ -27,24 +29,7 @@ type runtimeBins struct {
 // RuntimeVersions is the containerd, runc and CNI plugins version the node
 // runs, by name ("containerd", "runc", "cni-plugins").
 func RuntimeVersions() (map[string]string, error) {
-	v := map[string]string{}
-	for i, line := range strings.Split(runtimeVersions, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		f := strings.Fields(line)
-		if len(f) != 3 {
-			return nil, fmt.Errorf("internal/realnode/runtime.txt line %d: want name, module and version, got %q", i+1, line)
-		}
-		v[f[0]] = f[2]
-	}
-	for _, name := range []string{"containerd", "runc", "cni-plugins"} {
-		if v[name] == "" {
-			return nil, fmt.Errorf("internal/realnode/runtime.txt: no version for %s", name)
-		}
-	}
-	return v, nil
+	return testenv.ParsePins("internal/realnode/runtime.txt", runtimeVersions, "containerd", "runc", "cni-plugins")
 }
 
 // findRuntime locates the binaries `make runtimebin` built, under

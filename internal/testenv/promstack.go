@@ -15,21 +15,28 @@ var promstackVersions string
 // PromstackVersions is the version of each part of the monitoring stack
 // the tests run on (promstack.txt), by name: prometheus.
 func PromstackVersions() (map[string]string, error) {
+	return ParsePins("internal/testenv/promstack.txt", promstackVersions, "prometheus")
+}
+
+// ParsePins reads a pin file of lines "name module version" ('#' starts a
+// comment line) into the version of each name, and fails, naming file,
+// on a malformed line or a missing name of names.
+func ParsePins(file, text string, names ...string) (map[string]string, error) {
 	v := map[string]string{}
-	for i, line := range strings.Split(promstackVersions, "\n") {
+	for i, line := range strings.Split(text, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
 		f := strings.Fields(line)
 		if len(f) != 3 {
-			return nil, fmt.Errorf("internal/testenv/promstack.txt line %d: want name, module and version, got %q", i+1, line)
+			return nil, fmt.Errorf("%s line %d: want name, module and version, got %q", file, i+1, line)
 		}
 		v[f[0]] = f[2]
 	}
-	for _, name := range []string{"prometheus"} {
+	for _, name := range names {
 		if v[name] == "" {
-			return nil, fmt.Errorf("internal/testenv/promstack.txt: no version for %s", name)
+			return nil, fmt.Errorf("%s: no version for %s", file, name)
 		}
 	}
 	return v, nil
