@@ -40,7 +40,12 @@ BUILD_DATE := $(shell TZ=UTC git log -1 --date=format-local:%Y-%m-%dT%H:%M:%SZ -
 VERSION_PKG := github.com/prometheus/common/version
 LDFLAGS := -s -w -X $(VERSION_PKG).Version=$(VERSION) -X $(VERSION_PKG).Revision=$(REVISION) \
 	-X $(VERSION_PKG).Branch=$(BRANCH) -X $(VERSION_PKG).BuildUser=$(BUILD_USER) -X $(VERSION_PKG).BuildDate=$(BUILD_DATE)
-GOBUILD := CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)'
+# make test builds without -trimpath (TRIMPATH=): outside -race, its builds
+# and tests then share one compile of every dependency (CGO_ENABLED=0, no
+# -trimpath, as internal/testenv's go build), where -trimpath would compile
+# them all a second time. Releases and the Dockerfile keep -trimpath.
+TRIMPATH ?= -trimpath
+GOBUILD = CGO_ENABLED=0 $(GO) build $(TRIMPATH) -ldflags '$(LDFLAGS)'
 
 # The image (make image): one static binary per platform on an empty base,
 # written as an OCI layout by hack/image, offline. IMAGE_LICENSES is the
@@ -76,6 +81,7 @@ image:
 ## release builds and checks both (TestRelease), and
 ## make image-test IMAGE_PLATFORMS="linux/amd64 linux/arm64" checks both too.
 image-test: IMAGE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
+image-test: TRIMPATH =
 image-test: image
 	cd hack/image && $(GO) test -count=1 -skip '^TestRelease$$' . -args -platforms '$(IMAGE_PLATFORMS)'
 
@@ -138,15 +144,19 @@ BUILD_JOBS ?= 2
 test-prereqs:
 	$(MAKE) -j$(BUILD_JOBS) --output-sync=target nodebin lint image-test kwokbin helmbin promstackbin dashboard-lint
 
+# Every dependency compiles twice, not four times: with -race (make lint's go
+# vet -race and the race step), and with CGO_ENABLED=0 without -trimpath
+# (image-test, the tests outside -race, the builds of internal/testenv and
+# of chaos-short).
 test: test-prereqs
 	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$')
-	$(GO) test -count=1 -timeout 10m ./internal/realnode/
-	$(GO) test -count=1 -timeout 30m ./e2e/realnode/
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 10m ./internal/realnode/
+	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./e2e/realnode/
 	cd hack/harness && $(GO) test -race -count=1 ./...
 	cd hack/chaos && $(GO) test -race -count=1 ./...
 	cd hack/scale && $(GO) test -race -count=1 ./...
-	$(MAKE) e2e
-	$(MAKE) chaos-short
+	CGO_ENABLED=0 $(MAKE) e2e
+	$(MAKE) chaos-short TRIMPATH=
 
 ## demo: podslo on a simulated cluster (kwok), with a live table per class;
 ## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
@@ -325,19 +335,21 @@ manifests: helmbin
 ## lint: gofmt, go vet and go mod tidy -diff, in podslo and every separate
 ## module (hack/*, dashboards/lint), and no test that skips but under -short
 ## (`make test` must fail, not pass, when a test cannot run).
+# go vet -race: the race steps of make test then find every dependency
+# compiled (vet compiles them as the tests do).
 lint:
 	@out=$$(git grep -n -B2 -E '\b[tb]\.Skip(f|Now)?\(' -- '*_test.go' '*.go' ':!hack/tools' | awk '/testing\.Short\(\)/ { ok = NR } /[tb]\.Skip(f|Now)?\(/ && !/not a test/ && (NR - ok > 2 || !ok) { print }'); \
 	  if [ -n "$$out" ]; then echo "a test skips outside -short (make test must fail instead):"; echo "$$out"; exit 1; fi
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	$(GO) vet -race ./...
 	$(GO) mod tidy -diff
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/kwok && $(GO) mod tidy -diff
 	cd hack/helm && $(GO) mod tidy -diff
-	cd hack/scale && $(GO) mod tidy -diff && $(GO) vet ./...
+	cd hack/scale && $(GO) mod tidy -diff && $(GO) vet -race ./...
 	cd hack/image && $(GO) mod tidy -diff && $(GO) vet ./...
-	cd hack/chaos && $(GO) mod tidy -diff && $(GO) vet ./...
-	cd hack/harness && $(GO) mod tidy -diff && $(GO) vet ./...
+	cd hack/chaos && $(GO) mod tidy -diff && $(GO) vet -race ./...
+	cd hack/harness && $(GO) mod tidy -diff && $(GO) vet -race ./...
 	cd dashboards/lint && $(GO) mod tidy -diff
 
 ## mixin: regenerate alerts/prometheus_{rules,alerts}.yaml,

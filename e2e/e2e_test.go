@@ -719,6 +719,7 @@ func TestDemoCommand(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "podslo")
 	build := exec.Command("go", "build", "-o", bin, "..")
 	build.Dir = "."
+	build.Env = append(os.Environ(), "CGO_ENABLED=0") // as make test's other builds: one compile
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "%s", out)
 
