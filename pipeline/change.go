@@ -28,6 +28,9 @@ type routing struct {
 	histogramLabels sli.HistogramLabels
 	// podLabels are the pod label keys copied onto per-pod series.
 	podLabels []string
+	// names maps a store family ID to its metric's name, for the debug log
+	// of what was recorded.
+	names map[string]string
 }
 
 // route is an aggregate an observation feeds, and its store family ID.
@@ -37,13 +40,14 @@ type route struct {
 }
 
 func newRouting(histogramLabels sli.HistogramLabels, podLabels []string) routing {
-	r := routing{histogramLabels: histogramLabels, podLabels: podLabels}
+	r := routing{histogramLabels: histogramLabels, podLabels: podLabels, names: map[string]string{}}
 	names := histogramLabels.Names()
 	for _, a := range sli.Aggregates() {
 		for int(a.Kind) >= len(r.byKind) {
 			r.byKind = append(r.byKind, nil)
 		}
 		r.byKind[a.Kind] = append(r.byKind[a.Kind], route{aggregate: a, id: a.ID(names)})
+		r.names[a.ID(names)] = a.Name
 	}
 	return r
 }

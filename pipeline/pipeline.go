@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -333,7 +335,21 @@ func (p *Pipeline) write(c store.Change, out lifecycle.Outcome, meta *store.PodM
 	}
 	p.logTimeouts(c.UID, out, meta)
 	p.logSkips(c.UID, out, pod)
+	p.logRecorded(c)
 	return nil
+}
+
+// logRecorded logs at debug level, once recorded, every sample c added to
+// an aggregated family: the one place that ties a histogram's observation
+// to its pod, which the chaos run reads when a family disagrees with its
+// ground truth.
+func (p *Pipeline) logRecorded(c store.Change) {
+	if len(c.Observe)+len(c.Add) == 0 || !p.log.Enabled(context.Background(), slog.LevelDebug) {
+		return
+	}
+	for _, s := range slices.Concat(c.Observe, c.Add) {
+		p.log.Debug("Recorded", "uid", c.UID, "family", p.routing.names[s.Family], "labels", strings.Join(s.Labels, ","), "value", s.Value)
+	}
 }
 
 // logTimeouts logs, once they are recorded, the pod's sandbox creation

@@ -548,6 +548,33 @@ func TestTimeoutsAreLoggedOnceRecorded(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), `msg="Sandbox creation timed out" pod=ns/web-u1 uid=u1`), logs.String())
 }
 
+// At debug level every recorded sample is logged with its pod's UID and its
+// metric's name (the chaos run finds a family's pod by it), once recorded.
+func TestRecordedSamplesAreLoggedAtDebug(t *testing.T) {
+	fail := 0
+	p, _ := pipelineOnMemory(t, &fail)
+	var logs strings.Builder
+	p.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
+	require.NoError(t, p.Handle(stuckPod("u1")))
+	p.Synced(liveSet{"u1": {}}.get, func() bool { return true })
+	fail = 1
+	p.CheckTimeouts()
+	assert.NotContains(t, logs.String(), "msg=Recorded", "logged before it was recorded")
+	fail = 0
+	p.CheckTimeouts()
+	assert.Equal(t, 1, strings.Count(logs.String(), `msg=Recorded uid=u1 family=podslo_sandbox_creation_timeouts_total labels=`), logs.String())
+
+	// Not at info level.
+	logs.Reset()
+	p.log = slog.New(slog.NewTextHandler(&logs, nil))
+	require.NoError(t, p.Handle(stuckPod("u2")))
+	p.Synced(liveSet{"u1": {}, "u2": {}}.get, func() bool { return true })
+	p.CheckTimeouts()
+	assert.Contains(t, logs.String(), "Sandbox creation timed out")
+	assert.NotContains(t, logs.String(), "msg=Recorded")
+}
+
 func timeoutsIn(st *store.Store) float64 {
 	var v float64
 	st.Aggregates(func(family string, _ []string, a *store.Aggregate) {

@@ -62,7 +62,10 @@ func newSupervisor(o *Options, kubeconfig, stateDir string, log *slog.Logger) (*
 		URL: fmt.Sprintf("http://127.0.0.1:%d", port),
 		args: []string{"exporter", "--kubeconfig", kubeconfig, "--state-dir", stateDir,
 			"--listen-address", fmt.Sprintf("127.0.0.1:%d", port),
-			"--sandbox-creation-timeout", o.SandboxTimeout.String()},
+			"--sandbox-creation-timeout", o.SandboxTimeout.String(),
+			// Debug: each recorded sample is logged with its pod, what the
+			// run reads when a family is off (podobs.go).
+			"--log-level", "debug"},
 		changed: make(chan struct{}),
 	}, nil
 }

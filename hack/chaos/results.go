@@ -60,6 +60,10 @@ type Results struct {
 	// PodCounts are the pods whose logged timeouts or exclusions the
 	// oracle does not allow: where to look when those counters are off.
 	PodCounts []string `json:"podCounts,omitempty"`
+	// PodObservations are, for each family that is off, the pods whose
+	// recorded samples (the exporter's debug log) match none of the
+	// oracle's outcomes (see podobs.go).
+	PodObservations []string `json:"podObservations,omitempty"`
 }
 
 // RestartResult is the time from each exporter start to its first 200 on
@@ -104,6 +108,9 @@ type LogResult struct {
 	// Counted is, for the timeout and exclusion counters, how often the
 	// exporter logged each pod as counted (see podcounts.go).
 	Counted map[string]map[types.UID]int `json:"counted,omitempty"`
+	// Recorded is every sample the exporter logged as recorded into an
+	// aggregated family: UID → family → values (see podobs.go).
+	Recorded map[types.UID]map[string][]float64 `json:"recorded,omitempty"`
 }
 
 // judgeRun builds the expectation from the histories and the timeline (the
@@ -175,6 +182,13 @@ func judgeRun(res *Results, histories map[types.UID]*history, got *exposition) {
 			len(res.PodCheck.Stale), len(res.PodCheck.Wrong), len(res.PodCheck.Pending)))
 	}
 	res.PodCounts = checkPodCounts(res.ExporterLog.Counted, verdicts, histories, oc)
+	var off []string
+	for _, fam := range res.Families {
+		if !fam.ok() {
+			off = append(off, fam.Family)
+		}
+	}
+	res.PodObservations = checkPodObservations(res.ExporterLog.Recorded, off, verdicts, histories)
 }
 
 func restarts(insts []instance) RestartResult {
@@ -209,7 +223,7 @@ func restarts(insts []instance) RestartResult {
 // analyseLogs counts the exporter's relists after 410 Gone and its
 // distinct error messages.
 func analyseLogs(dir string) LogResult {
-	lr := LogResult{Errors: map[string]int{}, Counted: map[string]map[types.UID]int{}}
+	lr := LogResult{Errors: map[string]int{}, Counted: map[string]map[types.UID]int{}, Recorded: map[types.UID]map[string][]float64{}}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, f := range files {
 		lr.TooOld += len(grepLog(f, "too old resource version"))
@@ -220,6 +234,9 @@ func analyseLogs(dir string) LogResult {
 			for _, line := range grepLog(f, msg) {
 				countLogged(lr.Counted, line)
 			}
+		}
+		for _, line := range grepLog(f, "msg=Recorded ") {
+			addRecorded(lr.Recorded, line)
 		}
 	}
 	return lr
@@ -272,7 +289,10 @@ func (r *Results) markdown() string {
 	for _, p := range r.PodCounts {
 		fmt.Fprintf(&b, "- Pod counted off: %s\n", p)
 	}
-	if len(r.PodCounts) > 0 {
+	for _, p := range r.PodObservations {
+		fmt.Fprintf(&b, "- Pod recorded off: %s\n", p)
+	}
+	if len(r.PodCounts)+len(r.PodObservations) > 0 {
 		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "- Pods: %d alive, %d seen in all; created %d (%d crash, %d crash-looping in their sandbox, %d with a readiness flap, %d stuck, %d user-error, %d with an init container, %d with three containers, %d with a failed image pull first), deleted %d (%d forced), %d names used again.\n",

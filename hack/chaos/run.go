@@ -205,6 +205,9 @@ func logFailures(log *slog.Logger, res *Results) {
 	for _, p := range res.PodCounts {
 		log.Error("Pod counted off", "what", p)
 	}
+	for _, p := range res.PodObservations {
+		log.Error("Pod recorded off", "what", p)
+	}
 	for _, c := range res.Contradictions {
 		log.Error("deploy/kwok wrote what a kubelet cannot", "pod", c)
 	}
