@@ -309,7 +309,7 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "%s.minEvents: %%v lets one bad event page through the %s/%s alert (1/%%v > %%.4g); use at least %%v" $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}`, formatFloat(bw.Factor(slo.window)), path, modelDuration(bw.Long), modelDuration(bw.Short))
 		}
-		w(`{{- $d = dict "objective" (printf "%%v" $o) "objectiveRatio" (printf "%%v" (divf $o 100)) "errorBudgetPercent" (printf "%%v" (round (subf 100 $o) 3)) "minEvents" (printf "%%v" $n) }}`)
+		w(`{{- $d = dict "objective" (printf "%%v" $o) "objectiveRatio" (printf "%%v" (divf $o 100)) "errorBudgetPercent" (printf "%%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%%v" $n) }}`)
 		for _, bw := range BurnWindows {
 			w(`{{- $_ = set $d %q (printf "%%v" (round (mulf %s (subf 100 $o)) 3)) }}`, burnPercentKey(bw), formatFloat(bw.Factor(slo.window)))
 		}

@@ -199,7 +199,7 @@ monitoring:
 		},
 		want: map[string][]string{
 			"PodsloSandboxCreationLatencyBudgetBurn": {"k8s_cluster_runtime_class:podslo_sandbox_creation_latency_errors:ratio_rate1h", "and on (k8s_cluster, runtime_class)", `k8s_cluster: prod "eu"`, "https://grafana.internal/g/d/podslo-pod-startup?var-cluster={{ $labels.k8s_cluster | urlquery }}", "https://wiki.internal/podslo#podslosandboxcreationlatencybudgetburn"},
-			"PodsloSandboxCreationStuck":             {`podslo_pod_sandbox_pending_seconds{job=~"podslo-(exporter|x)",team="a\\b"} > 300`},
+			"PodsloSandboxCreationStuck":             {`podslo_sandbox_creation_pending_pods{job=~"podslo-(exporter|x)",team="a\\b",user_error="false",timed_out="true"}`},
 			"PodsloExporterInstanceDown":             {`up{job=~"podslo-(exporter|x)",team="a\\b"} == 0`, `k8s_cluster: prod "eu"`, "in k8s_cluster {{ $labels.k8s_cluster }} has been down"},
 			"PodsloAgentDown":                        {`absent(up{job="node-agent"} == 1)`, `No target of {job="node-agent"} has been up`},
 			"PodsloAgentDownOnNode":                  {`up{job="node-agent"} == 0`, `k8s_cluster: prod "eu"`},

@@ -79,6 +79,15 @@ func (slo *SLO) ObjectiveValue() float64 {
 // a float, 1 - 0.99 would be 0.010000000000000009.
 func (slo *SLO) ErrorBudgetExpr() string { return "(1 - " + slo.ObjectiveRatio() + ")" }
 
+// ErrorBudgetRatio is the error budget as a ratio, e.g. 0.01: an exact
+// decimal, as the recorded slo:podslo_error_budget:ratio.
+func (slo *SLO) ErrorBudgetRatio() string {
+	if slo.chart {
+		return safeHole(slo.slosKey("errorBudgetRatio"))
+	}
+	return printNumber(quo100(subf(100, slo.Objective)))
+}
+
 // ErrorBudgetPercent is the share of bad events the objective allows, as a
 // percentage: 1 for 99.
 func (slo *SLO) ErrorBudgetPercent() string {

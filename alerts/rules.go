@@ -159,8 +159,22 @@ func (s *Spec) events(slo *SLO, class string, window time.Duration) string {
 	return fmt.Sprintf("(%s + %s)\nor\n%s\nor\n%s", ok, failed, ok, failed)
 }
 
+// The SLOs as data, one series per SLO (and class) with an slo label, as
+// Sloth's slo:objective:ratio and slo:period_error_budget_remaining:ratio:
+// the dashboards read the objective from them instead of constants, and
+// one query lists every SLO by the budget it has left,
+// sort(slo:podslo_period_error_budget_remaining:ratio).
+const (
+	ObjectiveRecord       = "slo:podslo_objective:ratio"
+	ErrorBudgetRecord     = "slo:podslo_error_budget:ratio"
+	BudgetRemainingRecord = "slo:podslo_period_error_budget_remaining:ratio"
+)
+
+// SLOMatcher selects an SLO's series of the records above.
+func (slo *SLO) SLOMatcher() string { return `slo="` + slo.Name + `"` }
+
 // RecordingRules are the error ratios and event counts the alerts and the
-// dashboards read.
+// dashboards read, and each SLO's objective and budget.
 func (s *Spec) RecordingRules() RuleFile {
 	var f RuleFile
 	for i := range s.SLOs {
@@ -169,6 +183,10 @@ func (s *Spec) RecordingRules() RuleFile {
 		// Over the whole SLO window the ratio moves slowly and reads a
 		// month of samples: a slower interval saves most of that work.
 		period := RuleGroup{Name: "podslo." + slo.Name + ".rules." + model.Duration(slo.window).String(), Interval: "5m"}
+		data := map[string]string{"slo": slo.Name}
+		period.Rules = append(period.Rules,
+			Rule{Record: ObjectiveRecord, Expr: "vector(" + slo.ObjectiveRatio() + ")", Labels: data},
+			Rule{Record: ErrorBudgetRecord, Expr: "vector(" + slo.ErrorBudgetRatio() + ")", Labels: data})
 		for _, class := range slo.GroupBy {
 			for _, w := range RatioWindows() {
 				burn.Rules = append(burn.Rules, Rule{Record: s.ErrorRatio(slo, class, w), Expr: s.errorRatio(slo, class, w)})
@@ -178,7 +196,10 @@ func (s *Spec) RecordingRules() RuleFile {
 			}
 			period.Rules = append(period.Rules,
 				Rule{Record: s.ErrorRatio(slo, class, slo.window), Expr: s.errorRatio(slo, class, slo.window)},
-				Rule{Record: s.Events(slo, class, slo.window), Expr: s.events(slo, class, slo.window)})
+				Rule{Record: s.Events(slo, class, slo.window), Expr: s.events(slo, class, slo.window)},
+				// After the ratio it reads: a group evaluates in order. Below
+				// 0 once the budget is overspent.
+				Rule{Record: BudgetRemainingRecord, Expr: fmt.Sprintf("1 - %s / %s", s.ErrorRatio(slo, class, slo.window), slo.ErrorBudgetRatio()), Labels: data})
 		}
 		f.Groups = append(f.Groups, burn, period)
 	}
@@ -253,21 +274,20 @@ func (s *Spec) burnAlert(slo *SLO, class string, w BurnWindow) Rule {
 
 func (s *Spec) healthAlerts() []Rule {
 	cluster := s.Config.ClusterLabel
-	timeout := s.Config.sandboxCreationTimeout
 	classes := fmt.Sprintf("%s, runtime_class, storage_class", cluster)
 	rules := []Rule{{
 		Alert: "PodsloSandboxCreationStuck",
-		// Pending pods blamed on their own spec (a missing Secret or
-		// ConfigMap, KEP-3085's user errors) are no platform failure: a
-		// class whose pending pods are all such is left alone.
-		Expr: fmt.Sprintf("count by (%s) (\n  podslo_pod_sandbox_pending_seconds%s > %s\n)\nand on (%s)\nsum by (%s) (podslo_sandbox_creation_pending_pods%s) > 0",
-			classes, s.Selector(), formatFloat(timeout.Seconds()), classes, classes, s.Selector(`user_error="false"`)),
+		// timed_out="true": past the exporter's own --sandbox-creation-timeout,
+		// whatever it is set to, and without per-pod series. Pending pods
+		// blamed on their own spec (a missing Secret or ConfigMap,
+		// KEP-3085's user errors) are no platform failure.
+		Expr:   fmt.Sprintf("sum by (%s) (podslo_sandbox_creation_pending_pods%s) > 0", classes, s.Selector(`user_error="false"`, `timed_out="true"`)),
 		For:    "5m",
 		Labels: map[string]string{"severity": "warning"},
 		Annotations: map[string]string{
 			"summary": "Pods of runtime_class {{ $labels.runtime_class }} and storage_class {{ $labels.storage_class }} wait for their sandbox past the creation timeout.",
 			"description": fmt.Sprintf("Pods of runtime_class {{ $labels.runtime_class }} with storage_class {{ $labels.storage_class }} in %s {{ $labels.%s }} "+
-				"waiting more than %s since they were scheduled for their first sandbox: {{ $value }}.", cluster, cluster, model.Duration(timeout)),
+				"waiting for their first sandbox past the exporter's --sandbox-creation-timeout since they were scheduled: {{ $value }}.", cluster, cluster),
 			"runbook_url":   s.runbook("PodsloSandboxCreationStuck"),
 			"dashboard_url": s.dashboard("podslo-pod-startup", true, "runtime_class", "storage_class"),
 		},
@@ -308,6 +328,21 @@ func (s *Spec) healthAlerts() []Rule {
 			"description": fmt.Sprintf("The state filesystem of {{ $labels.instance }} in %s {{ $labels.%s }} has less free space than --state-min-free. "+
 				"The exporter keeps serving and records what it observes meanwhile once space returns, but shows nothing new until then.", cluster, cluster),
 			"runbook_url":   s.runbook("PodsloStateNotWritable"),
+			"dashboard_url": s.dashboard("podslo-slo-overview", true),
+		},
+	}, Rule{
+		Alert: "PodsloPodWatchNotCurrent",
+		// An exporter that is up but blind: up == 1 says nothing of its
+		// watch. 15m: a relist of 100k pods, or a short API server
+		// outage, is not worth a page; one that does not end is.
+		Expr:   fmt.Sprintf("podslo_pod_watch_current%s == 0", s.Selector()),
+		For:    "15m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "The podslo exporter {{ $labels.instance }} has not had a current pod watch for 15m.",
+			"description": fmt.Sprintf("The pod watch of {{ $labels.instance }} in %s {{ $labels.%s }} has not been current for 15m: the API server is unreachable, refuses its list or watch, or its relists do not finish. "+
+				"Meanwhile SLI ends are timed in whole seconds, the creation-timeout check waits, and a pod created and deleted unseen is lost.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloPodWatchNotCurrent"),
 			"dashboard_url": s.dashboard("podslo-slo-overview", true),
 		},
 	}, Rule{

@@ -61,11 +61,10 @@ type Config struct {
 	RunbookURL string `json:"runbookURL"`
 	// GrafanaURL prefixes the dashboard_url annotations.
 	GrafanaURL string `json:"grafanaURL"`
-	// SandboxCreationTimeout must equal the exporter's creation timeout: a
-	// pod pending longer is stuck.
-	SandboxCreationTimeout string `json:"sandboxCreationTimeout"`
-
-	sandboxCreationTimeout time.Duration
+	// SandboxCreationTimeout is refused with its reason: the stuck-sandbox
+	// alert reads the exporter's own timeout (the pending gauge's
+	// timed_out label), so no copy of the flag can disagree with it.
+	SandboxCreationTimeout string `json:"sandboxCreationTimeout,omitempty"`
 }
 
 // AlertLabels are the labels the alerts set themselves; the cluster label
@@ -193,10 +192,8 @@ func (s *Spec) Validate() error {
 	if c.GrafanaURL == "" {
 		add("config.grafanaURL: must not be empty")
 	}
-	if d, err := parseDuration(c.SandboxCreationTimeout); err != nil {
-		add("config.sandboxCreationTimeout: %v", err)
-	} else {
-		c.sandboxCreationTimeout = d
+	if c.SandboxCreationTimeout != "" {
+		add("config.sandboxCreationTimeout: no longer used, remove it: PodsloSandboxCreationStuck follows the exporter's --sandbox-creation-timeout (podslo_sandbox_creation_pending_pods{timed_out=\"true\"})")
 	}
 
 	if len(s.SLOs) == 0 {

@@ -19,8 +19,8 @@ import (
 // not from observations, so it is not in sli.Table.
 var sandboxCreationPending = &sli.MetricFamily{
 	Name: "podslo_sandbox_creation_pending_pods", Type: sli.Gauge, Stability: sli.Alpha,
-	Help:   "Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.",
-	Labels: labelList("runtime_class", "storage_class", "user_error"),
+	Help:   "Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them and whether their creation timed out.",
+	Labels: labelList("runtime_class", "storage_class", "user_error", "timed_out"),
 }
 
 // aggregateDesc is an aggregated family's descriptor with its
@@ -123,7 +123,10 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- m
 	})
-	type key struct{ runtime, storage, userError string }
+	// timed_out: the exporter counted the pod's timeout (its
+	// --sandbox-creation-timeout), which an alert needs without per-pod
+	// series and without repeating the flag's value.
+	type key struct{ runtime, storage, userError, timedOut string }
 	pending := map[key]int{}
 	now := time.Now()
 	c.mu.Lock()
@@ -139,7 +142,7 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 		if st.Pending() {
 			// A pending pod's timeout may come at any scrape.
 			known.addPod(m)
-			pending[key{m.RuntimeClass, m.StorageClass, boolLabel(st.UserError)}]++
+			pending[key{m.RuntimeClass, m.StorageClass, boolLabel(st.UserError), boolLabel(st.TimedOut)}]++
 		}
 	})
 	c.mu.Lock()
@@ -151,7 +154,7 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.mu.Unlock()
 	for k, n := range pending {
-		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), k.runtime, k.storage, k.userError)
+		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), k.runtime, k.storage, k.userError, k.timedOut)
 	}
 	known.storageClasses = c.storageClasses()
 	c.collectZeros(ch, known, exists)

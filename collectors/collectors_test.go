@@ -430,10 +430,10 @@ func TestFailureAndPendingFamilies(t *testing.T) {
 		State: lifecycle.State{Scheduled: 1200, DeletionRequested: 1300},
 	}))
 	want := `
-# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them and whether their creation timed out.
 # TYPE podslo_sandbox_creation_pending_pods gauge
-podslo_sandbox_creation_pending_pods{runtime_class="kata",storage_class="fast",user_error="false"} 1
-podslo_sandbox_creation_pending_pods{runtime_class="kata",storage_class="fast",user_error="true"} 1
+podslo_sandbox_creation_pending_pods{runtime_class="kata",storage_class="fast",timed_out="true",user_error="false"} 1
+podslo_sandbox_creation_pending_pods{runtime_class="kata",storage_class="fast",timed_out="true",user_error="true"} 1
 # HELP podslo_sandbox_creation_timeouts_total Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.
 # TYPE podslo_sandbox_creation_timeouts_total counter
 podslo_sandbox_creation_timeouts_total{runtime_class="kata",storage_class="fast"} 1

@@ -126,7 +126,7 @@ monitoring:
 	}
 	for _, s := range []string{
 		`label_values(podslo_build_info{job=~\"podslo-(exporter|x)\",team=\"a\\\\b\"}, k8s_cluster)`,
-		`k8s_cluster_runtime_class:podslo_sandbox_creation_latency_errors:ratio_rate1h{k8s_cluster=~\"$cluster\", runtime_class=~\"$runtime_class\"} / (1 - 0.995)`,
+		`k8s_cluster_runtime_class:podslo_sandbox_creation_latency_errors:ratio_rate1h{k8s_cluster=~\"$cluster\", runtime_class=~\"$runtime_class\"} / scalar(max(slo:podslo_error_budget:ratio{slo=\"sandbox_creation_latency\"}))`,
 		`le=~\"10(\\\\.0)?\"`,
 		`"title": "sandbox creations within 10s"`,
 		`"value": 0.995`,

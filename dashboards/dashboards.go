@@ -124,7 +124,7 @@ func (g *generator) sloOverview() *dashboard.DashboardBuilder {
 		for _, class := range slo.GroupBy {
 			d.WithPanel(sloTable(g.spec, slo, class, panelSize{20 / uint32(len(slo.GroupBy)), 8}))
 			burns = append(burns, q(fmt.Sprintf(`%s:podslo_%s_errors:ratio_rate1h{%s=~"$cluster", %s=~"$%s"} / %s`,
-				g.spec.Level(class), slo.Name, cluster, class, class, slo.ErrorBudgetExpr()),
+				g.spec.Level(class), slo.Name, cluster, class, class, errorBudget(slo)),
 				fmt.Sprintf("%s={{%s}}", class, class)))
 		}
 		d.WithPanel(timeseriesPanel("Burn rate over 1h",
@@ -160,8 +160,6 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 	f := g.filter()
 	latency := g.slo("sandbox_creation_latency")
 	h := latency.Latency.Histogram
-	timeout := g.spec.Config.SandboxCreationTimeout
-	timeoutSeconds, _ := model.ParseDuration(timeout)
 	startup := g.slo("pod_startup_latency")
 	return g.newDashboard(PodStartupUID, "podslo / Pod start-up",
 		"Sandbox creation (KEP-3085) and the start-up phases of pods, per runtime class and storage class.").
@@ -172,7 +170,7 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 		WithPanel(withinThreshold(latency, g.filter, third)).
 		WithPanel(latencyHeatmap("Sandbox creation latency distribution", "Sandbox creations per latency bucket and interval, over the selected classes.", h, f, half)).
 		WithPanel(timeseriesPanel("Sandbox creation timeouts",
-			fmt.Sprintf("Pods whose sandbox was not ready within the creation timeout (%s), per second. Pods blamed on their own spec are excluded.", timeout), "ops", half,
+			"Pods whose sandbox was not ready within the exporter's creation timeout (--sandbox-creation-timeout), per second. Pods blamed on their own spec are excluded.", "ops", half,
 			q(fmt.Sprintf("sum by (runtime_class, storage_class) (rate(podslo_sandbox_creation_timeouts_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
 		WithRow(dashboard.NewRowBuilder("Start-up phases")).
 		WithPanel(stacked(timeseriesPanel("Start-up phases (mean)", "Mean duration of each start-up phase, stacked: scheduling, sandbox, init containers, containers, readiness. A phase only counts the pods that have it (init: pods with init containers).", "s", half,
@@ -197,10 +195,10 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 		WithPanel(podTable("Pods with the most re-creations", "Existing pods whose sandbox was re-created, most re-creations first.", "short", "re-creations", half,
 			instant(fmt.Sprintf("topk(20, podslo_pod_sandbox_recreations_total%s > 0)", f), ""))).
 		WithRow(dashboard.NewRowBuilder("Pending and stuck")).
-		WithPanel(timeseriesPanel("Pods waiting for a sandbox", "Scheduled pods whose first sandbox is not ready yet; user_error=true when the exporter blamed the pod's own spec.", "short", half,
-			q(fmt.Sprintf("sum by (runtime_class, storage_class, user_error) (podslo_sandbox_creation_pending_pods%s)", f), "{{runtime_class}} / {{storage_class}} user_error={{user_error}}"))).
-		WithPanel(podTable("Stuck pods", fmt.Sprintf("Pods waiting for their first sandbox for longer than the creation timeout (%s), longest first.", timeout), "s", "waiting", half,
-			instant(fmt.Sprintf("podslo_pod_sandbox_pending_seconds%s > %s", f, formatFloat(time.Duration(timeoutSeconds).Seconds())), ""))).
+		WithPanel(timeseriesPanel("Pods waiting for a sandbox", "Scheduled pods whose first sandbox is not ready yet; user_error=true when the exporter blamed the pod's own spec, timed_out=true past the exporter's --sandbox-creation-timeout (stuck).", "short", half,
+			q(fmt.Sprintf("sum by (runtime_class, storage_class, user_error, timed_out) (podslo_sandbox_creation_pending_pods%s)", f), "{{runtime_class}} / {{storage_class}} user_error={{user_error}} timed_out={{timed_out}}"))).
+		WithPanel(podTable("Longest-waiting pods", "The pods waiting longest for their first sandbox, from the per-pod series: past the exporter's --sandbox-creation-timeout they are stuck.", "s", "waiting", half,
+			instant(fmt.Sprintf("topk(20, podslo_pod_sandbox_pending_seconds%s)", f), ""))).
 		WithRow(dashboard.NewRowBuilder("Slowest pods")).
 		WithPanel(podTable("Slowest sandbox creations", "The existing pods with the slowest first sandbox, from the per-pod series.", "s", "sandbox creation", full,
 			instant(fmt.Sprintf("topk(20, podslo_pod_sandbox_creation_seconds%s)", f), "")))

@@ -145,8 +145,11 @@ func sloTable(spec *alerts.Spec, slo *alerts.SLO, class string, size panelSize) 
 			class, slo.Events, period, period, slo.ErrorBudgetPercent())).
 		Unit("percentunit").Datasource(datasource).Span(size.w).Height(size.h).
 		WithTarget(instant("1 - "+ratio(period), "").build(0, prometheus.PromQueryFormatTable)).
-		WithTarget(instant(fmt.Sprintf("1 - %s / %s", ratio(period), slo.ErrorBudgetExpr()), "").build(1, prometheus.PromQueryFormatTable)).
-		WithTarget(instant(fmt.Sprintf("%s / %s", ratio("1h"), slo.ErrorBudgetExpr()), "").build(2, prometheus.PromQueryFormatTable)).
+		// class!="": the record holds both classes' series, and "All" (.*)
+		// also matches the other class's, which lack the label.
+		WithTarget(instant(fmt.Sprintf(`max without (slo) (%s{%s, %s=~"$cluster", %s=~"$%s", %s!=""})`, alerts.BudgetRemainingRecord, slo.SLOMatcher(), spec.Config.ClusterLabel, class, class, class), "").
+			build(1, prometheus.PromQueryFormatTable)).
+		WithTarget(instant(fmt.Sprintf("%s / %s", ratio("1h"), errorBudget(slo)), "").build(2, prometheus.PromQueryFormatTable)).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "merge", Options: map[string]any{}}).
 		WithTransformation(dashboard.DataTransformerConfig{Id: "organize", Options: map[string]any{
 			"excludeByName": map[string]bool{"Time": true},
@@ -191,7 +194,13 @@ func objectiveStat(slo *alerts.SLO, size panelSize) *stat.PanelBuilder {
 		Unit("percentunit").Decimals(2).Datasource(datasource).Span(size.w).Height(size.h).
 		ColorMode(common.BigValueColorModeNone).GraphMode(common.BigValueGraphModeNone).
 		ReduceOptions(common.NewReduceDataOptionsBuilder().Calcs([]string{"lastNotNull"})).
-		WithTarget(instant(fmt.Sprintf("vector(%s)", slo.ObjectiveRatio()), "objective").build(0, prometheus.PromQueryFormatTimeSeries))
+		WithTarget(instant(fmt.Sprintf("max(%s{%s})", alerts.ObjectiveRecord, slo.SLOMatcher()), "objective").build(0, prometheus.PromQueryFormatTimeSeries))
+}
+
+// errorBudget is an SLO's error budget as recorded by its rules, a scalar
+// to divide by: the dashboards read what the rules were given, not a copy.
+func errorBudget(slo *alerts.SLO) string {
+	return fmt.Sprintf("scalar(max(%s{%s}))", alerts.ErrorBudgetRecord, slo.SLOMatcher())
 }
 
 func goodPhrase(slo *alerts.SLO) string {

@@ -524,11 +524,12 @@ func TestEndToEnd(t *testing.T) {
 			FirstTimestamp: metav1.Now(), LastTimestamp: metav1.Now(), Count: 1,
 		}, metav1.CreateOptions{})
 		require.NoError(t, err)
-		// Past the exporter's 5 min creation timeout, which is also the
-		// "Stuck pods" panel's threshold.
+		// Past the exporter's 5 min creation timeout: the pending gauge's
+		// timed_out="true", which PodsloSandboxCreationStuck reads.
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
 			assert.NotEmpty(c, p.query(c, `podslo_sandbox_creation_timeouts_total > 0`))
 			assert.NotEmpty(c, p.query(c, `podslo_sandbox_creations_excluded_total > 0`))
+			assert.NotEmpty(c, p.query(c, `podslo_sandbox_creation_pending_pods{timed_out="true",user_error="false"} > 0`))
 		}, 8*time.Minute, 5*time.Second, "the stuck pods never timed out")
 		// A stuck pod deleted at once has no termination to measure: a skip.
 		require.NoError(t, c.CoreV1().Pods("e2e").Delete(context.Background(), stuck.Items[1].Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}))

@@ -438,15 +438,16 @@ func TestTimeoutsWaitForTheEventWatch(t *testing.T) {
 	again := logs.waitHolding(t)
 	time.Sleep(time.Until(scheduled.Add(timeout + 2*time.Second)))
 	assert.Len(t, logs.matching(currentAgain), again, "current while the event watch was refused")
-	const pending = `# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+	const pending = `# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them and whether their creation timed out.
 # TYPE podslo_sandbox_creation_pending_pods gauge
 `
-	eventuallyMetrics(t, metrics, pending+`podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="false"} 1
+	// timed_out="false": the check held.
+	eventuallyMetrics(t, metrics, pending+`podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",timed_out="false",user_error="false"} 1
 `, "podslo_sandbox_creation_timeouts_total", "podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
 
 	bind("exporter-events")
 	// client-go backs off a refused list for up to a minute.
-	eventuallyMetricsWithin(t, 3*time.Minute, metrics, pending+`podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="true"} 1
+	eventuallyMetricsWithin(t, 3*time.Minute, metrics, pending+`podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",timed_out="true",user_error="true"} 1
 # HELP podslo_sandbox_creations_excluded_total Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).
 # TYPE podslo_sandbox_creations_excluded_total counter
 podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="none",storage_class="none"} 1

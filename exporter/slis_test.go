@@ -138,10 +138,10 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	eventuallyValue(t, url, "podslo_informer_events_total", map[string]string{"resource": "events", "event": "add"}, 2)
 	assert.Empty(t, logs.matching("uid="+string(stuck.UID), "Secret or ConfigMap"), "the stuck pod's FailedMount is no user error")
 	eventuallyMetrics(t, url, `
-# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them and whether their creation timed out.
 # TYPE podslo_sandbox_creation_pending_pods gauge
-podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="false"} 1
-podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",user_error="true"} 1
+podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",timed_out="true",user_error="false"} 1
+podslo_sandbox_creation_pending_pods{runtime_class="none",storage_class="none",timed_out="true",user_error="true"} 1
 # HELP podslo_sandbox_creation_timeouts_total Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.
 # TYPE podslo_sandbox_creation_timeouts_total counter
 podslo_sandbox_creation_timeouts_total{runtime_class="none",storage_class="none"} 1
@@ -180,9 +180,9 @@ podslo_sandbox_creation_timeouts_total{`+classes+`} 1
 # HELP podslo_sandbox_creations_excluded_total Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).
 # TYPE podslo_sandbox_creations_excluded_total counter
 podslo_sandbox_creations_excluded_total{reason="user_error",`+classes+`} 1
-# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them.
+# HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them and whether their creation timed out.
 # TYPE podslo_sandbox_creation_pending_pods gauge
-podslo_sandbox_creation_pending_pods{`+classes+`,user_error="false"} 1
+podslo_sandbox_creation_pending_pods{`+classes+`,timed_out="true",user_error="false"} 1
 `, creation, termination, "podslo_pod_terminations_over_grace_total", readiness, "podslo_pod_stabilization_duration_seconds", "podslo_pod_stable_transitions_total", "podslo_sandbox_creation_timeouts_total",
 		"podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
 	eventuallyValue(t, url, "podslo_observations_skipped_total", map[string]string{"sli": "termination", "reason": "vanished"}, 1)

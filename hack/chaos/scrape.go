@@ -100,9 +100,17 @@ func parseExposition(raw []byte) (*exposition, error) {
 					}
 				}
 			}
-		case slices.Contains(counters, name) || name == mPending:
+		case slices.Contains(counters, name):
 			for _, m := range mf.GetMetric() {
 				e.Series[seriesKey(name, labelMap(m))] = sampleValue(m)
+			}
+		case name == mPending:
+			// Summed over timed_out: the timeouts are judged in their
+			// counter, pod by pod; this checks who is still pending.
+			for _, m := range mf.GetMetric() {
+				l := labelMap(m)
+				delete(l, "timed_out")
+				e.Series[seriesKey(name, l)] += sampleValue(m)
 			}
 		case name == "podslo_informer_events_total":
 			for _, m := range mf.GetMetric() {

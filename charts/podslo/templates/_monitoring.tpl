@@ -98,7 +98,7 @@ value fails the rendering with its path. The templates read it as
 {{- if gt (divf 1 $n) $allowed }}
 {{- fail (printf "monitoring.slos.sandbox_creation_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
-{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
@@ -141,7 +141,7 @@ value fails the rendering with its path. The templates read it as
 {{- if gt (divf 1 $n) $allowed }}
 {{- fail (printf "monitoring.slos.sandbox_creation_success.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
-{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
@@ -179,7 +179,7 @@ value fails the rendering with its path. The templates read it as
 {{- if gt (divf 1 $n) $allowed }}
 {{- fail (printf "monitoring.slos.termination_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
-{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
@@ -222,7 +222,7 @@ value fails the rendering with its path. The templates read it as
 {{- if gt (divf 1 $n) $allowed }}
 {{- fail (printf "monitoring.slos.readiness_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
-{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
@@ -265,7 +265,7 @@ value fails the rendering with its path. The templates read it as
 {{- if gt (divf 1 $n) $allowed }}
 {{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
-{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
@@ -308,7 +308,7 @@ value fails the rendering with its path. The templates read it as
 {{- if gt (divf 1 $n) $allowed }}
 {{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
-{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "minEvents" (printf "%v" $n) }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
