@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -234,10 +235,32 @@ value fails the rendering with its path. The templates read it as
 {{- if and .Values.agent .Values.agent.enabled }}
 {{- $agentSelector = $v.agentSelector }}
 {{- end }}
-{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) }}
+{{- if not (kindIs "map" $v.alertLabels) }}
+{{- fail (printf "monitoring.alertLabels: %%s is not a map of label names to values" (toJson $v.alertLabels)) }}
+{{- end }}
+{{- range $k, $val := $v.alertLabels }}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" $k) }}
+{{- fail (printf "monitoring.alertLabels: %%s is not a label name" (toJson $k)) }}
+{{- end }}
+{{- if or (has $k (list %s)) (eq $k $v.clusterLabel) }}
+{{- fail (printf "monitoring.alertLabels: %%s is a label the alerts set themselves" (toJson $k)) }}
+{{- end }}
+{{- if not (kindIs "string" $val) }}
+{{- fail (printf "monitoring.alertLabels.%%s: %%s is not a string" $k (toJson $val)) }}
+{{- end }}
+{{- end }}
+{{- if not (kindIs "slice" $v.disabledAlerts) }}
+{{- fail (printf "monitoring.disabledAlerts: %%s is not a list of alert names" (toJson $v.disabledAlerts)) }}
+{{- end }}
+{{- range $a := $v.disabledAlerts }}
+{{- if not (has $a (list %s)) }}
+{{- fail (printf "monitoring.disabledAlerts: %%s is no alert; the alerts are %s" (toJson $a)) }}
+{{- end }}
+{{- end }}
+{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) "alertLabels" $v.alertLabels "disabledAlerts" $v.disabledAlerts }}
 {{- if $agentSelector }}
 {{- $_ := set $m "agentMatchers" (printf "%%s, " $agentSelector) }}
-{{- end }}`, quotedList(AlertLabels))
+{{- end }}`, quotedList(AlertLabels), quotedList(AlertLabels), quotedList(s.alertNames()), strings.Join(s.alertNames(), ", "))
 
 	var names []string
 	for _, slo := range s.SLOs {
@@ -460,13 +483,22 @@ monitoring:
   runbookURL: %s
   # Your Grafana: the alerts' dashboard_url annotations start with it.
   grafanaURL: %s
+  # Labels added to every alert, for your Alertmanager to route on (e.g.
+  # team: platform). Refused: clusterLabel and the labels the alerts set
+  # themselves (%s).
+  alertLabels: %s
+  # Alerts to leave out, by name, e.g. [PodsloPodWatchNotCurrent]. The
+  # alerts:
+  #   %s.
+  disabledAlerts: %s
   # Each SLO of alerts/slos.yaml by name: its objective (percent of good
   # events); the threshold of a latency SLO, which must be a bucket bound:
   #   %s;
   # and minEvents, the events an alert's long window must hold before it
   # may fire (the rendering fails when one bad event would page).
   slos:`, yamlString(c.ClusterLabel), yamlString(c.Cluster), yamlString(c.ExporterSelector), yamlString(c.AgentSelector),
-		yamlString(c.RunbookURL), yamlString(c.GrafanaURL), wrapList(bucketDurations()))
+		yamlString(c.RunbookURL), yamlString(c.GrafanaURL), strings.Join(AlertLabels, ", "), flowMap(c.AlertLabels),
+		wrapAlertNames(s.alertNames()), flowList(c.DisabledAlerts), wrapList(bucketDurations()))
 	for i := range s.SLOs {
 		slo := &s.SLOs[i]
 		w("    # %s: %s%% %s per %s.", slo.Title, printNumber(slo.Objective), goodPhrase(slo), modelDuration(slo.window))
@@ -538,4 +570,31 @@ func ChartFiles(spec *Spec, source, chartDir string) (map[string][]byte, error) 
 		filepath.Join(templates, "prometheusrule-rules.yaml"):  rules,
 		filepath.Join(templates, "prometheusrule-alerts.yaml"): alerts,
 	}, nil
+}
+
+// flowMap writes m as a YAML flow mapping, keys sorted.
+func flowMap(m map[string]string) string {
+	var entries []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		entries = append(entries, yamlString(k)+": "+yamlString(m[k]))
+	}
+	return "{" + strings.Join(entries, ", ") + "}"
+}
+
+// flowList writes items as a YAML flow sequence.
+func flowList(items []string) string {
+	var q []string
+	for _, it := range items {
+		q = append(q, yamlString(it))
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
+
+// wrapAlertNames lists alert names two to a comment line.
+func wrapAlertNames(names []string) string {
+	var lines []string
+	for i := 0; i < len(names); i += 2 {
+		lines = append(lines, strings.Join(names[i:min(i+2, len(names))], ", "))
+	}
+	return strings.Join(lines, ",\n  #   ")
 }

@@ -205,6 +205,21 @@ monitoring:
 			"PodsloAgentDownOnNode":                  {`up{job="node-agent"} == 0`, `k8s_cluster: prod "eu"`},
 		},
 	}, {
+		name: "routing labels and disabled alerts",
+		values: `
+monitoring:
+  alertLabels: {team: platform, pager: "yes"}
+  disabledAlerts: [PodsloPodWatchNotCurrent, PodsloSandboxCreationSuccessBudgetBurn, PodsloAgentDownOnNode]
+`,
+		spec: func(s *Spec) {
+			s.Config.AlertLabels = map[string]string{"team": "platform", "pager": "yes"}
+			s.Config.DisabledAlerts = []string{"PodsloPodWatchNotCurrent", "PodsloSandboxCreationSuccessBudgetBurn", "PodsloAgentDownOnNode"}
+		},
+		want: map[string][]string{
+			"PodsloSandboxCreationLatencyBudgetBurn": {"team: platform", "pager: yes"},
+			"PodsloExporterDown":                     {"team: platform"},
+		},
+	}, {
 		name:   "no agent",
 		values: "monitoring: {agentSelector: \"\"}\n",
 		spec:   func(s *Spec) { s.Config.AgentSelector = "" },
@@ -234,8 +249,11 @@ monitoring:
 					assert.Contains(t, seen[alert], w, alert)
 				}
 			}
-			_, agent := seen["PodsloAgentDownOnNode"]
+			_, agent := seen["PodsloAgentDown"]
 			assert.Equal(t, spec.Config.AgentSelector != "", agent, "the agent's alerts are there with an agent selector")
+			for _, a := range spec.Config.DisabledAlerts {
+				assert.NotContains(t, seen, a, "disabled")
+			}
 
 			dir := t.TempDir()
 			require.NoError(t, os.WriteFile(filepath.Join(dir, "rules.yaml"), rules.YAML(""), 0o644))

@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"regexp"
 	"slices"
@@ -207,8 +208,47 @@ func (s *Spec) RecordingRules() RuleFile {
 }
 
 // Alerts are the burn-rate alerts of every SLO and the alerts on podslo's
-// own health.
+// own health, less the disabled ones, with the configured extra labels.
+// The chart writes both as template actions instead (yaml.go).
 func (s *Spec) Alerts() RuleFile {
+	f := s.allAlerts()
+	if s.chart {
+		return f
+	}
+	var out RuleFile
+	for _, g := range f.Groups {
+		g.Rules = slices.DeleteFunc(g.Rules, func(r Rule) bool { return slices.Contains(s.Config.DisabledAlerts, r.Alert) })
+		if len(g.Rules) == 0 {
+			continue
+		}
+		for _, r := range g.Rules {
+			maps.Copy(r.Labels, s.Config.AlertLabels)
+		}
+		out.Groups = append(out.Groups, g)
+	}
+	return out
+}
+
+// alertNames lists every alert the configuration may produce, the agent's
+// included.
+func (s *Spec) alertNames() []string {
+	var names []string
+	for _, g := range s.allAlerts().Groups {
+		for _, r := range g.Rules {
+			if !slices.Contains(names, r.Alert) {
+				names = append(names, r.Alert)
+			}
+		}
+	}
+	for _, r := range s.agentAlerts() {
+		if !slices.Contains(names, r.Alert) {
+			names = append(names, r.Alert)
+		}
+	}
+	return names
+}
+
+func (s *Spec) allAlerts() RuleFile {
 	var f RuleFile
 	for i := range s.SLOs {
 		slo := &s.SLOs[i]

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"regexp"
@@ -65,6 +66,12 @@ type Config struct {
 	// alert reads the exporter's own timeout (the pending gauge's
 	// timed_out label), so no copy of the flag can disagree with it.
 	SandboxCreationTimeout string `json:"sandboxCreationTimeout,omitempty"`
+	// AlertLabels are added to every alert, for an Alertmanager to route
+	// on (team: platform). The labels the alerts set themselves, and the
+	// cluster label, are refused.
+	AlertLabels map[string]string `json:"alertLabels,omitempty"`
+	// DisabledAlerts are left out, by name.
+	DisabledAlerts []string `json:"disabledAlerts,omitempty"`
 }
 
 // AlertLabels are the labels the alerts set themselves; the cluster label
@@ -211,6 +218,23 @@ func (s *Spec) Validate() error {
 				add("%s: %q is used twice", where, name)
 			}
 			seen[name] = true
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.AlertLabels)) {
+		switch {
+		case !labelName.MatchString(k):
+			add("config.alertLabels: %q is not a label name", k)
+		case slices.Contains(AlertLabels, k) || k == c.ClusterLabel:
+			add("config.alertLabels: %q is a label the alerts set themselves", k)
+		}
+	}
+	if len(errs) == 0 && len(c.DisabledAlerts) > 0 {
+		// Only a valid spec can name its alerts.
+		known := s.alertNames()
+		for _, a := range c.DisabledAlerts {
+			if !slices.Contains(known, a) {
+				add("config.disabledAlerts: %q is no alert; the alerts are %s", a, strings.Join(known, ", "))
+			}
 		}
 	}
 	return errors.Join(errs...)

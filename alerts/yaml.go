@@ -35,14 +35,25 @@ func (f RuleFile) writeGroups(b *bytes.Buffer, indent string, chart bool) {
 		quoted = func(s string) string { return HelmTemplate(quote(s), true) }
 	}
 	for _, g := range f.Groups {
+		gcond := ""
+		if chart {
+			gcond = groupPresent(g)
+		}
+		if gcond != "" {
+			fmt.Fprintf(b, "{{- if %s }}\n", gcond)
+		}
 		fmt.Fprintf(b, "%s  - name: %s\n", indent, quoted(g.Name))
 		if g.Interval != "" {
 			fmt.Fprintf(b, "%s    interval: %s\n", indent, g.Interval)
 		}
 		fmt.Fprintf(b, "%s    rules:\n", indent)
 		for _, r := range g.Rules {
-			if r.cond != "" {
-				fmt.Fprintf(b, "{{- if %s }}\n", r.cond)
+			cond := r.cond
+			if chart && r.Alert != "" {
+				cond = rulePresent(r)
+			}
+			if cond != "" {
+				fmt.Fprintf(b, "{{- if %s }}\n", cond)
 			}
 			if r.Record != "" {
 				fmt.Fprintf(b, "%s      - record: %s\n", indent, raw(r.Record))
@@ -59,13 +70,46 @@ func (f RuleFile) writeGroups(b *bytes.Buffer, indent string, chart bool) {
 			writeMap(b, indent, "labels", r.Labels, quoted)
 			if chart && r.Alert != "" {
 				fmt.Fprintf(b, "{{- if $m.cluster }}\n%s          {{ $m.clusterLabel }}: {{ $m.cluster | toJson }}\n{{- end }}\n", indent)
+				fmt.Fprintf(b, "{{- range $k, $v := $m.alertLabels }}\n%s          {{ $k }}: {{ $v | toJson }}\n{{- end }}\n", indent)
 			}
 			writeMap(b, indent, "annotations", r.Annotations, quoted)
-			if r.cond != "" {
+			if cond != "" {
 				b.WriteString("{{- end }}\n")
 			}
 		}
+		if gcond != "" {
+			b.WriteString("{{- end }}\n")
+		}
 	}
+}
+
+// rulePresent is the chart's condition for an alert: not disabled
+// (monitoring.disabledAlerts), and its own condition.
+func rulePresent(r Rule) string {
+	c := fmt.Sprintf("not (has %q $m.disabledAlerts)", r.Alert)
+	if r.cond != "" {
+		c = fmt.Sprintf("and %s (%s)", r.cond, c)
+	}
+	return c
+}
+
+// groupPresent is the chart's condition for a group of alerts: one of
+// them is present, since a group without rules is not one. Empty for a
+// group of recording rules.
+func groupPresent(g RuleGroup) string {
+	var conds []string
+	for _, r := range g.Rules {
+		if r.Alert == "" {
+			return ""
+		}
+		if c := "(" + rulePresent(r) + ")"; !slices.Contains(conds, c) {
+			conds = append(conds, c)
+		}
+	}
+	if len(conds) == 1 {
+		return conds[0][1 : len(conds[0])-1]
+	}
+	return "or " + strings.Join(conds, " ")
 }
 
 func writeMap(b *bytes.Buffer, indent, name string, m map[string]string, quoted func(string) string) {

@@ -45,7 +45,29 @@ value fails the rendering with its path. The templates read it as
 {{- if and .Values.agent .Values.agent.enabled }}
 {{- $agentSelector = $v.agentSelector }}
 {{- end }}
-{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) }}
+{{- if not (kindIs "map" $v.alertLabels) }}
+{{- fail (printf "monitoring.alertLabels: %s is not a map of label names to values" (toJson $v.alertLabels)) }}
+{{- end }}
+{{- range $k, $val := $v.alertLabels }}
+{{- if not (regexMatch "^[a-zA-Z_][a-zA-Z0-9_]*$" $k) }}
+{{- fail (printf "monitoring.alertLabels: %s is not a label name" (toJson $k)) }}
+{{- end }}
+{{- if or (has $k (list "severity" "long" "short" "runtime_class" "storage_class")) (eq $k $v.clusterLabel) }}
+{{- fail (printf "monitoring.alertLabels: %s is a label the alerts set themselves" (toJson $k)) }}
+{{- end }}
+{{- if not (kindIs "string" $val) }}
+{{- fail (printf "monitoring.alertLabels.%s: %s is not a string" $k (toJson $val)) }}
+{{- end }}
+{{- end }}
+{{- if not (kindIs "slice" $v.disabledAlerts) }}
+{{- fail (printf "monitoring.disabledAlerts: %s is not a list of alert names" (toJson $v.disabledAlerts)) }}
+{{- end }}
+{{- range $a := $v.disabledAlerts }}
+{{- if not (has $a (list "PodsloSandboxCreationLatencyBudgetBurn" "PodsloSandboxCreationSuccessBudgetBurn" "PodsloTerminationLatencyBudgetBurn" "PodsloReadinessLatencyBudgetBurn" "PodsloRuncSandboxCreationLatencyBudgetBurn" "PodsloPodStartupLatencyBudgetBurn" "PodsloSandboxCreationStuck" "PodsloExporterDown" "PodsloExporterInstanceDown" "PodsloAgentDown" "PodsloAgentDownOnNode" "PodsloStoreErrors" "PodsloStateNotWritable" "PodsloPodWatchNotCurrent" "PodsloNetworkPolicyUnsupported" "PodsloNetworkPolicyProblem")) }}
+{{- fail (printf "monitoring.disabledAlerts: %s is no alert; the alerts are PodsloSandboxCreationLatencyBudgetBurn, PodsloSandboxCreationSuccessBudgetBurn, PodsloTerminationLatencyBudgetBurn, PodsloReadinessLatencyBudgetBurn, PodsloRuncSandboxCreationLatencyBudgetBurn, PodsloPodStartupLatencyBudgetBurn, PodsloSandboxCreationStuck, PodsloExporterDown, PodsloExporterInstanceDown, PodsloAgentDown, PodsloAgentDownOnNode, PodsloStoreErrors, PodsloStateNotWritable, PodsloPodWatchNotCurrent, PodsloNetworkPolicyUnsupported, PodsloNetworkPolicyProblem" (toJson $a)) }}
+{{- end }}
+{{- end }}
+{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) "alertLabels" $v.alertLabels "disabledAlerts" $v.disabledAlerts }}
 {{- if $agentSelector }}
 {{- $_ := set $m "agentMatchers" (printf "%s, " $agentSelector) }}
 {{- end }}
