@@ -286,7 +286,8 @@ $(addprefix $(PODSLO_CNI_DIR)/,bridge loopback host-local) &:
 	  $(call static_build_into,$(PODSLO_CNI_DIR),-trimpath -ldflags '-X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(CNI_PLUGINS_VERSION)',plugins/main/bridge plugins/main/loopback plugins/ipam/host-local)
 
 ## promstackbin: Prometheus 3 and promtool, which the alert, dashboard and
-## end-to-end tests run podslo's rules on, built offline from its module on
+## end-to-end tests run podslo's rules on, and Alertmanager and amtool (see
+## below), built offline from their modules on
 ## the Go module proxy and cached by version like the runtime
 ## (internal/testenv/promstack.txt pins it): in the module cache's copy of
 ## the release, with its own go.mod (and not its go.work, which names
@@ -302,7 +303,23 @@ PODSLO_PROMETHEUS_DIR := $(PROMSTACKBIN)/prometheus-$(PROMETHEUS_VERSION)
 # v0.316.0 -> 3.16.0, as its VERSION file says.
 prometheus_release = $(shell echo $(PROMETHEUS_VERSION) | sed -E 's/^v0\.([0-9])([0-9]+)\.([0-9]+)$$/\1.\2.\3/')
 
-promstackbin: $(addprefix $(PODSLO_PROMETHEUS_DIR)/,prometheus promtool)
+ALERTMANAGER_VERSION := $(call promstack_version,alertmanager)
+PODSLO_ALERTMANAGER_DIR := $(PROMSTACKBIN)/alertmanager-$(ALERTMANAGER_VERSION)
+promstackbin: $(addprefix $(PODSLO_PROMETHEUS_DIR)/,prometheus promtool) $(addprefix $(PODSLO_ALERTMANAGER_DIR)/,alertmanager amtool)
+
+# Alertmanager's ui package embeds its web UI as built by npm (ui/app/dist),
+# which its module does not carry: it is built in a copy of the module with
+# a placeholder page there. Its API and amtool, which the tests use, are
+# whole; its web UI is that page.
+$(PODSLO_ALERTMANAGER_DIR)/alertmanager $(PODSLO_ALERTMANAGER_DIR)/amtool &:
+	@mkdir -p $(PODSLO_ALERTMANAGER_DIR)
+	dir=$(call module_dir,github.com/prometheus/alertmanager,$(ALERTMANAGER_VERSION)) && test -n "$$dir" && \
+	  tmp=$$(mktemp -d $(PODSLO_ALERTMANAGER_DIR)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	  cp -R "$$dir" "$$tmp/src" && chmod -R u+w "$$tmp/src" && mkdir -p "$$tmp/src/ui/app/dist" && \
+	  printf '<!doctype html>\n<title>Alertmanager</title>\n<p>Built by podslo from its module, without the web UI.\n' > "$$tmp/src/ui/app/dist/index.html" && \
+	  cd "$$tmp/src" && CGO_ENABLED=0 GOWORK=off $(GO) build -trimpath \
+	    -ldflags '-s -w -X github.com/prometheus/common/version.Version=$(ALERTMANAGER_VERSION:v%=%) -X github.com/prometheus/common/version.Revision=$(ALERTMANAGER_VERSION) -X github.com/prometheus/common/version.Branch=HEAD -X github.com/prometheus/common/version.BuildUser=podslo' \
+	    -o "$$tmp/" ./cmd/alertmanager ./cmd/amtool && mv "$$tmp/alertmanager" "$$tmp/amtool" $(PODSLO_ALERTMANAGER_DIR)/
 
 $(PODSLO_PROMETHEUS_DIR)/prometheus $(PODSLO_PROMETHEUS_DIR)/promtool &:
 	@mkdir -p $(PODSLO_PROMETHEUS_DIR)

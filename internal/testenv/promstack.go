@@ -13,9 +13,9 @@ import (
 var promstackVersions string
 
 // PromstackVersions is the version of each part of the monitoring stack
-// the tests run on (promstack.txt), by name: prometheus.
+// the tests run on (promstack.txt), by name: prometheus, alertmanager.
 func PromstackVersions() (map[string]string, error) {
-	return ParsePins("internal/testenv/promstack.txt", promstackVersions, "prometheus")
+	return ParsePins("internal/testenv/promstack.txt", promstackVersions, "prometheus", "alertmanager")
 }
 
 // ParsePins reads a pin file of lines "name module version" ('#' starts a
@@ -95,4 +95,16 @@ func Promtool(t testing.TB) string {
 func Prometheus(t testing.TB) string {
 	t.Helper()
 	return findPromstack(t, "prometheus", "prometheus")
+}
+
+// Amtool is the amtool of the Alertmanager `make promstackbin` built.
+func Amtool(t testing.TB) string {
+	t.Helper()
+	return findPromstack(t, "alertmanager", "amtool")
+}
+
+// Alertmanager is the Alertmanager server `make promstackbin` built.
+func Alertmanager(t testing.TB) string {
+	t.Helper()
+	return findPromstack(t, "alertmanager", "alertmanager")
 }
