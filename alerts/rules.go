@@ -375,7 +375,7 @@ func (s *Spec) healthAlerts() []Rule {
 		// An exporter that is up but blind: up == 1 says nothing of its
 		// watch. 15m: a relist of 100k pods, or a short API server
 		// outage, is not worth a page; one that does not end is.
-		Expr:   fmt.Sprintf("podslo_pod_watch_current%s == 0", s.Selector()),
+		Expr:   fmt.Sprintf("podslo_informer_pods_watch_current%s == 0", s.Selector()),
 		For:    "15m",
 		Labels: map[string]string{"severity": "warning"},
 		Annotations: map[string]string{

@@ -446,9 +446,9 @@ podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata"
 	want += zeroLines("podslo_sandbox_creation_timeouts_total", "", classes[0], classes[1], "kata/fast") +
 		zeroLines("podslo_sandbox_creations_excluded_total", `reason="user_error"`, classes[0], classes[1], "kata/fast") +
 		header("podslo_sandbox_recreations_total") + zeroLines("podslo_sandbox_recreations_total", "", classes[0], classes[1], "") +
-		header("podslo_pod_terminations_over_grace_total") + zeroLines("podslo_pod_terminations_over_grace_total", "", classes[0], classes[1], "") +
-		header("podslo_pod_stable_transitions_total") + zeroLines("podslo_pod_stable_transitions_total", `to="false"`, classes[0], classes[1], "") +
-		header("podslo_pod_image_pulls_failed_total") + zeroLines("podslo_pod_image_pulls_failed_total", "", classes[0], classes[1], "")
+		header("podslo_terminations_over_grace_total") + zeroLines("podslo_terminations_over_grace_total", "", classes[0], classes[1], "") +
+		header("podslo_stable_transitions_total") + zeroLines("podslo_stable_transitions_total", `to="false"`, classes[0], classes[1], "") +
+		header("podslo_image_pulls_failed_total") + zeroLines("podslo_image_pulls_failed_total", "", classes[0], classes[1], "")
 	require.NoError(t, testutil.CollectAndCompare(NewSLIs(s, Labels{}, discard), strings.NewReader(want)))
 
 	pp := NewPerPod(s, Labels{})

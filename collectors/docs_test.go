@@ -58,3 +58,20 @@ func TestDocsMatchCode(t *testing.T) {
 	}
 	assert.Equal(t, code, docs, "docs/metrics.md and collectors disagree")
 }
+
+// TestPerPodPrefixIsPerPodOnly: podslo_pod_* names the per-pod families and
+// nothing else, so that a relabelling that drops podslo_pod_.* to cut
+// cardinality (docs/metrics.md) drops no series an SLO reads.
+func TestPerPodPrefixIsPerPodOnly(t *testing.T) {
+	perPod := map[string]bool{}
+	for _, p := range sli.PerPod() {
+		perPod[p.MetricFamily().Name] = true
+		assert.True(t, strings.HasPrefix(p.MetricFamily().Name, "podslo_pod_"), "per-pod family %s", p.MetricFamily().Name)
+	}
+	require.NotEmpty(t, perPod)
+	for _, f := range All() {
+		if !perPod[f.Name] {
+			assert.False(t, strings.HasPrefix(f.Name, "podslo_pod_"), "%s is not per pod", f.Name)
+		}
+	}
+}

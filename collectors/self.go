@@ -44,13 +44,13 @@ var (
 		Help: "1 while state writes can go ahead, 0 while the state filesystem has less free space than --state-min-free.",
 	}
 	podWatchCurrent = &sli.MetricFamily{
-		Name: "podslo_pod_watch_current", Type: sli.Gauge, Stability: sli.Alpha,
+		Name: "podslo_informer_pods_watch_current", Type: sli.Gauge, Stability: sli.Alpha,
 		Help: "1 while every pod watch is current (open for 2s, no list or relist in flight): SLI ends are timed to the millisecond and creation timeouts are checked; 0 otherwise.",
 	}
 	selfFamilies = []*sli.MetricFamily{buildInfo, informerEvents, podWatchCurrent, storeOperations, storeRecoveries, storeTrackedPods, storeSize, storeWritable}
 )
 
-// NewPodWatchCurrent returns the podslo_pod_watch_current gauge over
+// NewPodWatchCurrent returns the podslo_informer_pods_watch_current gauge over
 // current, the informers' view; register it on the exporter's registry.
 func NewPodWatchCurrent(current func() bool) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: podWatchCurrent.Name, Help: podWatchCurrent.Help}, func() float64 {

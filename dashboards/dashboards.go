@@ -174,10 +174,10 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 			q(fmt.Sprintf("sum by (runtime_class, storage_class) (rate(podslo_sandbox_creation_timeouts_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
 		WithRow(dashboard.NewRowBuilder("Start-up phases")).
 		WithPanel(stacked(timeseriesPanel("Start-up phases (mean)", "Mean duration of each start-up phase, stacked: scheduling, sandbox, init containers, containers, readiness. A phase only counts the pods that have it (init: pods with init containers).", "s", half,
-			q(fmt.Sprintf("sum by (phase) (rate(podslo_pod_startup_phase_duration_seconds_sum%s[$__rate_interval]))\n/\nsum by (phase) (rate(podslo_pod_startup_phase_duration_seconds_count%s[$__rate_interval]))",
+			q(fmt.Sprintf("sum by (phase) (rate(podslo_startup_phase_duration_seconds_sum%s[$__rate_interval]))\n/\nsum by (phase) (rate(podslo_startup_phase_duration_seconds_count%s[$__rate_interval]))",
 				g.filter(`phase!="total"`), g.filter(`phase!="total"`)), "{{phase}}")))).
 		WithPanel(timeseriesPanel("Start-up phases (p90)", "90th percentile of each start-up phase, and of the whole start-up (total).", "s", half,
-			q(fmt.Sprintf("histogram_quantile(0.9, sum by (phase, le) (rate(podslo_pod_startup_phase_duration_seconds_bucket%s[$__rate_interval])))", f), "{{phase}}"))).
+			q(fmt.Sprintf("histogram_quantile(0.9, sum by (phase, le) (rate(podslo_startup_phase_duration_seconds_bucket%s[$__rate_interval])))", f), "{{phase}}"))).
 		WithRow(dashboard.NewRowBuilder("Pod start-up SLI (sig-scalability)")).
 		WithPanel(timeseriesPanel("Pod start-ups", "Pods whose start-up SLI was measured, per second; stateful=true: pods with a volume other than Secret, ConfigMap, downward API, EmptyDir or projected (a PVC, hostPath, NFS...), which the upstream SLO leaves out.", "ops", third,
 			q(fmt.Sprintf("sum by (runtime_class, stateful) (rate(%s_count%s[$__rate_interval]))", startup.Latency.Histogram, f), "{{runtime_class}} stateful={{stateful}}"))).
@@ -185,10 +185,10 @@ func (g *generator) podStartup() *dashboard.DashboardBuilder {
 		WithPanel(withinThreshold(startup, func(m ...string) string { return g.filter(append(m, startup.Matchers...)...) }, third)).
 		WithRow(dashboard.NewRowBuilder("Image pulls")).
 		WithPanel(timeseriesPanel("Image pulls (mean per pod)", "Mean of each pod's image pulls (the sum over its containers, from the kubelet's Pulled events), by cache: hit when every image was already on the node.", "s", third,
-			q("sum by (cache) (rate(podslo_pod_image_pull_duration_seconds_sum"+f+"[$__rate_interval]))\n/\nsum by (cache) (rate(podslo_pod_image_pull_duration_seconds_count"+f+"[$__rate_interval]))", "{{cache}}"))).
-		WithPanel(quantiles("Image pull latency (pulled)", "Each pod's image pulls, for pods with at least one image pulled (cache=miss).", "podslo_pod_image_pull_duration_seconds", g.filter(`cache="miss"`), third)).
+			q("sum by (cache) (rate(podslo_image_pull_duration_seconds_sum"+f+"[$__rate_interval]))\n/\nsum by (cache) (rate(podslo_image_pull_duration_seconds_count"+f+"[$__rate_interval]))", "{{cache}}"))).
+		WithPanel(quantiles("Image pull latency (pulled)", "Each pod's image pulls, for pods with at least one image pulled (cache=miss).", "podslo_image_pull_duration_seconds", g.filter(`cache="miss"`), third)).
 		WithPanel(timeseriesPanel("Pods with a failed pull", "Pods with a failed image pull (ErrImagePull) during their start-up, per minute: a missing image or tag, a refused pull secret, or the registry.", "opm", third,
-			q(fmt.Sprintf("60 * sum by (runtime_class, storage_class) (rate(podslo_pod_image_pulls_failed_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
+			q(fmt.Sprintf("60 * sum by (runtime_class, storage_class) (rate(podslo_image_pulls_failed_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
 		WithRow(dashboard.NewRowBuilder("Re-creations")).
 		WithPanel(timeseriesPanel("Sandbox re-creations", "Sandboxes that became ready again after the first one was lost (a node or VM crash, KEP-3085 story 4), per minute.", "opm", half,
 			q(fmt.Sprintf("60 * sum by (runtime_class, storage_class) (rate(podslo_sandbox_recreations_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
@@ -217,7 +217,7 @@ func (g *generator) terminationReadiness() *dashboard.DashboardBuilder {
 		WithPanel(withinThreshold(termination, g.filter, third)).
 		WithPanel(latencyHeatmap("Termination latency distribution", "Terminations per latency bucket and interval, over the selected classes.", th, f, half)).
 		WithPanel(timeseriesPanel("Terminations over the grace period", "Terminations that took longer than the pod's grace period, per second: the kubelet or runtime did not stop the pod in time.", "ops", half,
-			q(fmt.Sprintf("sum by (runtime_class, storage_class) (rate(podslo_pod_terminations_over_grace_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
+			q(fmt.Sprintf("sum by (runtime_class, storage_class) (rate(podslo_terminations_over_grace_total%s[$__rate_interval]))", f), "{{runtime_class}} / {{storage_class}}"))).
 		WithPanel(podTable("Slowest terminations", "The pods with the slowest termination, from the per-pod series (while the pods still exist).", "s", "termination", full,
 			instant(fmt.Sprintf("topk(20, podslo_pod_termination_seconds%s)", f), ""))).
 		WithRow(dashboard.NewRowBuilder("Readiness")).
@@ -253,9 +253,9 @@ func (g *generator) agent() *dashboard.DashboardBuilder {
 			q(fmt.Sprintf("histogram_quantile(0.5, sum by (le) (rate(podslo_agent_condition_write_duration_seconds_bucket%s[$__rate_interval])))", agent), "p50"),
 			q(fmt.Sprintf("histogram_quantile(0.99, sum by (le) (rate(podslo_agent_condition_write_duration_seconds_bucket%s[$__rate_interval])))", agent), "p99"))).
 		WithRow(dashboard.NewRowBuilder("Stabilization")).
-		WithPanel(quantiles("Stabilization latency", "Time for a pod to become stable, as the exporter sees it from the agent's conditions, over the selected classes.", "podslo_pod_stabilization_duration_seconds", f, third)).
+		WithPanel(quantiles("Stabilization latency", "Time for a pod to become stable, as the exporter sees it from the agent's conditions, over the selected classes.", "podslo_stabilization_duration_seconds", f, third)).
 		WithPanel(timeseriesPanel("Stability transitions", "Pods turning stable or unstable, per second, by the state they turned to.", "ops", third,
-			q(fmt.Sprintf("sum by (to) (rate(podslo_pod_stable_transitions_total%s[$__rate_interval]))", f), "to {{to}}"))).
+			q(fmt.Sprintf("sum by (to) (rate(podslo_stable_transitions_total%s[$__rate_interval]))", f), "to {{to}}"))).
 		WithPanel(timeseriesPanel("Unstable pods", "Existing pods that are not stable now, from the per-pod series.", "short", third,
 			q(fmt.Sprintf("count by (runtime_class, storage_class) (podslo_pod_stable%s == 0)", f), "{{runtime_class}} / {{storage_class}}")))
 }

@@ -53,11 +53,11 @@ var panelInputs = []histogramInput{
 		"runc/standard": {0, 0, 8, 10, 10, 10},
 		"kata/none":     {0, 0, 1, 3, 4, 4},
 	}},
-	{"podslo_pod_termination_duration_seconds", []string{"1", "5", "30", "60", "120", "+Inf"}, map[string][]float64{
+	{"podslo_termination_duration_seconds", []string{"1", "5", "30", "60", "120", "+Inf"}, map[string][]float64{
 		"runc/none": {10, 30, 36, 39, 40, 40},
 		"kata/none": {0, 0, 2, 6, 8, 8},
 	}},
-	{"podslo_pod_readiness_duration_seconds", []string{"1", "5", "30", "60", "+Inf"}, map[string][]float64{
+	{"podslo_readiness_duration_seconds", []string{"1", "5", "30", "60", "+Inf"}, map[string][]float64{
 		"runc/none": {2, 5, 9, 10, 10},
 	}},
 }
@@ -65,9 +65,9 @@ var panelInputs = []histogramInput{
 // panelCounters are counters by name and "runtime_class/storage_class",
 // as increments per minute.
 var panelCounters = map[string]map[string]float64{
-	"podslo_sandbox_recreations_total":         {"runc/none": 3, "kata/none": 1},
-	"podslo_sandbox_creation_timeouts_total":   {"runc/none": 0, "kata/none": 60},
-	"podslo_pod_terminations_over_grace_total": {"runc/none": 6, "kata/none": 120},
+	"podslo_sandbox_recreations_total":       {"runc/none": 3, "kata/none": 1},
+	"podslo_sandbox_creation_timeouts_total": {"runc/none": 0, "kata/none": 60},
+	"podslo_terminations_over_grace_total":   {"runc/none": 6, "kata/none": 120},
 }
 
 // panelGauges are constant series, as written: the NetworkPolicy

@@ -453,7 +453,7 @@ func TestEndToEnd(t *testing.T) {
 		// Readiness: newest container start to Ready, 2 s for every pod,
 		// with the same room for a late kwok.
 		for q, bound := range map[float64]float64{0.5: 3 + truth.readyLate, 0.99: 4 + truth.readyLate} {
-			got := p.query(t, fmt.Sprintf(`histogram_quantile(%g, sum by (le) (podslo_pod_readiness_duration_seconds_bucket))`, q))
+			got := p.query(t, fmt.Sprintf(`histogram_quantile(%g, sum by (le) (podslo_readiness_duration_seconds_bucket))`, q))
 			require.Len(t, got, 1)
 			assert.Greater(t, got[0].Value, 1.0, "readiness p%g", q*100)
 			assert.LessOrEqual(t, got[0].Value, bound, "readiness p%g", q*100)
@@ -543,8 +543,8 @@ func TestEndToEnd(t *testing.T) {
 		// event kwok's stages write as the containers start
 		// (deploy/kwok/pod-stages.yaml).
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.NotEmpty(c, p.query(c, `podslo_pod_image_pull_duration_seconds_count{cache="miss"} > 0`))
-			assert.NotEmpty(c, p.query(c, `podslo_pod_startup_sli_duration_seconds_count > 0`))
+			assert.NotEmpty(c, p.query(c, `podslo_image_pull_duration_seconds_count{cache="miss"} > 0`))
+			assert.NotEmpty(c, p.query(c, `podslo_startup_sli_duration_seconds_count > 0`))
 		}, time.Minute, time.Second, "no pulls or start-ups from kwok's Pulled events")
 
 		// A panel has data when its query returns points over the

@@ -45,7 +45,7 @@ func TestAgentAndExporterTogether(t *testing.T) {
 	readyAt := time.Now().Truncate(time.Second)
 	started(t, c, p, ct, readyAt)
 
-	const name = "podslo_pod_stabilization_duration_seconds"
+	const name = "podslo_stabilization_duration_seconds"
 	eventuallyMetrics(t, url, "# HELP "+name+" Time from the first Ready to the first Stable=True written by podslo's agent (Ready for minReadySeconds without a restart). Observed once per pod UID.\n# TYPE "+name+" histogram\n"+
 		histogramText(name, `runtime_class="none",storage_class="none"`, 2), name)
 	eventuallyValue(t, url, "podslo_pod_stable", map[string]string{"pod": "web"}, 1)
@@ -53,7 +53,7 @@ func TestAgentAndExporterTogether(t *testing.T) {
 	// Ready drops: the agent turns Stable False, the exporter counts a loss.
 	kubelet(t, c, p, condAt(corev1.PodReady, corev1.ConditionFalse, readyAt.Add(3*time.Second)))
 	eventuallyValue(t, url, "podslo_pod_stable", map[string]string{"pod": "web"}, 0)
-	eventuallyValue(t, url, "podslo_pod_stable_transitions_total", map[string]string{"to": "false"}, 1)
+	eventuallyValue(t, url, "podslo_stable_transitions_total", map[string]string{"to": "false"}, 1)
 	got, err := c.CoreV1().Pods("stable").Get(ctx, "web", metav1.GetOptions{})
 	require.NoError(t, err)
 	var stable []string

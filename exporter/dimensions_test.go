@@ -148,7 +148,7 @@ func TestNodeAndOwnerDimensionsOnRealAPIServer(t *testing.T) {
 
 	const (
 		creation    = "podslo_sandbox_creation_duration_seconds"
-		termination = "podslo_pod_termination_duration_seconds"
+		termination = "podslo_termination_duration_seconds"
 	)
 	series := func(zone, kind string) string {
 		return `kind="` + kind + `",runtime_class="none",storage_class="none",zone="` + zone + `"`

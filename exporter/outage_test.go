@@ -43,7 +43,7 @@ func TestAPIServerOutage(t *testing.T) {
 	require.NoError(t, scrapeAndCompare(t, url, header+histogramText(outageFamily, `runtime_class="none",storage_class="none"`, 2), outageFamily))
 	// Without a watch, nothing is timed to the millisecond: the gauge says
 	// so while the outage lasts.
-	eventuallyExactValue(t, url, "podslo_pod_watch_current", map[string]string{}, 0)
+	eventuallyExactValue(t, url, "podslo_informer_pods_watch_current", map[string]string{}, 0)
 
 	env.StartAPIServer(t)
 	after := testenv.CreatePod(t, c, "outage", podSpec{name: "after", team: "a"}.pod())
@@ -51,7 +51,7 @@ func TestAPIServerOutage(t *testing.T) {
 	// The informers re-list after the outage: "before" is seen again and
 	// must not be observed twice.
 	eventuallyMetrics(t, url, header+histogramText(outageFamily, `runtime_class="none",storage_class="none"`, 2, 5), outageFamily)
-	eventuallyExactValue(t, url, "podslo_pod_watch_current", map[string]string{}, 1)
+	eventuallyExactValue(t, url, "podslo_informer_pods_watch_current", map[string]string{}, 1)
 	// Both creations' conditions are minutes old, not what the watch
 	// received: they count in whole seconds, each once.
 	eventuallyExactValue(t, url, "podslo_observations_total", map[string]string{"sli": "sandbox_creation", "precision": "second"}, 2)

@@ -138,7 +138,9 @@ func TestMillisecondsOnRealAPIServer(t *testing.T) {
 	cond := func(typ corev1.PodConditionType, status corev1.ConditionStatus) corev1.PodCondition {
 		return corev1.PodCondition{Type: typ, Status: status, LastTransitionTime: now()}
 	}
-	current := func(url string) { eventuallyExactValue(t, url, "podslo_pod_watch_current", map[string]string{}, 1) }
+	current := func(url string) {
+		eventuallyExactValue(t, url, "podslo_informer_pods_watch_current", map[string]string{}, 1)
+	}
 	// pause spaces two writes so that their receive times differ by more
 	// than the tolerance, by polling the clock rather than sleeping.
 	pause := func(d time.Duration) {
@@ -177,7 +179,7 @@ func TestMillisecondsOnRealAPIServer(t *testing.T) {
 	kubelet(t, c, fast, cond(corev1.PodReady, corev1.ConditionTrue))
 	observed(first.URL, "readiness", "millisecond", 1)
 	same(first.URL, "podslo_sandbox_creation_duration_seconds", "fast", truth.between(t, "fast", "PodScheduled", "PodReadyToStartContainers"), "sandbox creation")
-	same(first.URL, "podslo_pod_readiness_duration_seconds", "fast", truth.between(t, "fast", "ContainerStarted", "Ready"), "readiness")
+	same(first.URL, "podslo_readiness_duration_seconds", "fast", truth.between(t, "fast", "ContainerStarted", "Ready"), "readiness")
 	observed(first.URL, "sandbox_creation", "millisecond", 1)
 	observed(first.URL, "sandbox_creation", "second", 0)
 
@@ -186,7 +188,7 @@ func TestMillisecondsOnRealAPIServer(t *testing.T) {
 	pause(260 * time.Millisecond)
 	kubelet(t, c, fast, cond(corev1.PodReadyToStartContainers, corev1.ConditionFalse))
 	observed(first.URL, "termination", "millisecond", 1)
-	same(first.URL, "podslo_pod_termination_duration_seconds", "fast", truth.between(t, "fast", "DeletionRequested", "SandboxGone"), "termination")
+	same(first.URL, "podslo_termination_duration_seconds", "fast", truth.between(t, "fast", "DeletionRequested", "SandboxGone"), "termination")
 
 	// killed: scheduled, then podslo is SIGKILLed before the sandbox is
 	// ready; the restarted podslo keeps the start's receive time.

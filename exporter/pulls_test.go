@@ -94,9 +94,9 @@ func TestImagePullsAcrossSIGKILL(t *testing.T) {
 	imageEvent(t, c, bad, "a", "Failed", `Failed to pull image "registry.k8s.io/nope:1": not found`)
 	// Both events handed to the pipeline, which holds them in memory.
 	eventuallyValue(t, first.URL, "podslo_informer_events_total", map[string]string{"resource": "events", "event": "add"}, 2)
-	count, _ := pullHistogram(t, first.URL, "podslo_pod_image_pull_duration_seconds", nil)
+	count, _ := pullHistogram(t, first.URL, "podslo_image_pull_duration_seconds", nil)
 	require.Zero(t, count, "one of web's two images is not in yet")
-	eventuallyValue(t, first.URL, "podslo_pod_image_pulls_failed_total", map[string]string{"runtime_class": "none"}, 1)
+	eventuallyValue(t, first.URL, "podslo_image_pulls_failed_total", map[string]string{"runtime_class": "none"}, 1)
 	first.Kill(t)
 
 	// While podslo is down: b's image is found present, bad fails again.
@@ -106,23 +106,23 @@ func TestImagePullsAcrossSIGKILL(t *testing.T) {
 	second := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 	pull := map[string]string{"runtime_class": "none", "storage_class": "none", "cache": "miss"}
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		count, sum := pullHistogram(ct, second.URL, "podslo_pod_image_pull_duration_seconds", pull)
+		count, sum := pullHistogram(ct, second.URL, "podslo_image_pull_duration_seconds", pull)
 		assert.Equal(ct, uint64(1), count)
 		assert.InDelta(ct, 0.25, sum, 1e-9, "a's 250 ms plus b's 0")
 	}, 30*time.Second, 50*time.Millisecond)
 	eventuallyValue(t, second.URL, "podslo_pod_image_pull_seconds", map[string]string{"pod": "web"}, 0.25)
-	require.Equal(t, float64(1), counterValue(t, second.URL, "podslo_pod_image_pulls_failed_total", map[string]string{"runtime_class": "none", "storage_class": "none"}))
+	require.Equal(t, float64(1), counterValue(t, second.URL, "podslo_image_pulls_failed_total", map[string]string{"runtime_class": "none", "storage_class": "none"}))
 
 	// web's containers run: the start-up SLI ends, minus the pulls, timed
 	// by the watch once it is current.
-	eventuallyValue(t, second.URL, "podslo_pod_watch_current", nil, 1)
+	eventuallyValue(t, second.URL, "podslo_informer_pods_watch_current", nil, 1)
 	before := time.Now()
 	bothRunning(t, c, web)
 	stateless := map[string]string{"runtime_class": "none", "storage_class": "none", "stateful": "false"}
 	var sli float64
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
 		var count uint64
-		count, sli = pullHistogram(ct, second.URL, "podslo_pod_startup_sli_duration_seconds", stateless)
+		count, sli = pullHistogram(ct, second.URL, "podslo_startup_sli_duration_seconds", stateless)
 		assert.Equal(ct, uint64(1), count)
 	}, 30*time.Second, 50*time.Millisecond)
 	after := time.Now()
@@ -133,13 +133,13 @@ func TestImagePullsAcrossSIGKILL(t *testing.T) {
 	second.Kill(t)
 
 	third := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	count, sum := pullHistogram(t, third.URL, "podslo_pod_image_pull_duration_seconds", pull)
+	count, sum := pullHistogram(t, third.URL, "podslo_image_pull_duration_seconds", pull)
 	assert.Equal(t, uint64(1), count, "not again after another kill")
 	assert.InDelta(t, 0.25, sum, 1e-9)
-	count, sum = pullHistogram(t, third.URL, "podslo_pod_startup_sli_duration_seconds", stateless)
+	count, sum = pullHistogram(t, third.URL, "podslo_startup_sli_duration_seconds", stateless)
 	assert.Equal(t, uint64(1), count)
 	assert.InDelta(t, sli, sum, 1e-9)
-	assert.Equal(t, float64(1), counterValue(t, third.URL, "podslo_pod_image_pulls_failed_total", map[string]string{"runtime_class": "none", "storage_class": "none"}))
+	assert.Equal(t, float64(1), counterValue(t, third.URL, "podslo_image_pulls_failed_total", map[string]string{"runtime_class": "none", "storage_class": "none"}))
 	skipped := counterValue(t, third.URL, "podslo_observations_skipped_total", map[string]string{"sli": "pod_startup", "reason": "image_pull_failed"})
 	assert.Zero(t, skipped, "bad's containers never ran")
 }

@@ -104,7 +104,7 @@ func TestRestartDuringTermination(t *testing.T) {
 	// The kubelet tears the sandbox down while podslo is down.
 	kubelet(t, c, p, condAt(corev1.PodReadyToStartContainers, corev1.ConditionFalse, requested.Add(3*time.Second)))
 
-	const name = "podslo_pod_termination_duration_seconds"
+	const name = "podslo_termination_duration_seconds"
 	want := "# HELP " + name + " Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.\n# TYPE " + name + " histogram\n" +
 		histogramText(name, `runtime_class="none",storage_class="none"`, 3)
 	second := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)

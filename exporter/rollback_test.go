@@ -36,7 +36,7 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 	const ns = "rollback"
 	testenv.CreateNamespace(t, c, ns, nil)
 	stateless := map[string]string{"runtime_class": "none", "storage_class": "none", "stateful": "false"}
-	const startup = "podslo_pod_startup_sli_duration_seconds"
+	const startup = "podslo_startup_sli_duration_seconds"
 	applied := func(url string) float64 {
 		return counterValue(t, url, "podslo_store_operations_total", map[string]string{"operation": "apply", "result": "success"})
 	}
@@ -46,7 +46,7 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 	// that b's pull will end: creation to the update, less a's 250 ms.
 	endSeen := func(url, name string) (pod *corev1.Pod, lo, hi float64) {
 		t.Helper()
-		eventuallyValue(t, url, "podslo_pod_watch_current", nil, 1)
+		eventuallyValue(t, url, "podslo_informer_pods_watch_current", nil, 1)
 		pod = twoContainers(t, c, ns, name)
 		imageEvent(t, c, pod, "a", "Pulled", `Successfully pulled image "registry.k8s.io/pause:3.10" in 201ms (250ms including waiting). Image size: 320368 bytes.`)
 		// A kubelet starts the containers after a's 250 ms pull, and

@@ -26,7 +26,7 @@ func TestStartupLeavesOutPodsThatWaitedToBeScheduled(t *testing.T) {
 	const ns = "gated"
 	testenv.CreateNamespace(t, c, ns, nil)
 	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir()})
-	eventuallyValue(t, url, "podslo_pod_watch_current", nil, 1)
+	eventuallyValue(t, url, "podslo_informer_pods_watch_current", nil, 1)
 
 	newPod := func(name string, gated bool) *corev1.Pod {
 		p := &corev1.Pod{
@@ -75,7 +75,7 @@ func TestStartupLeavesOutPodsThatWaitedToBeScheduled(t *testing.T) {
 
 	stateless := map[string]string{"runtime_class": "none", "storage_class": "none", "stateful": "false"}
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		count, _ := pullHistogram(ct, url, "podslo_pod_startup_sli_duration_seconds", stateless)
+		count, _ := pullHistogram(ct, url, "podslo_startup_sli_duration_seconds", stateless)
 		assert.EqualValues(ct, 1, count, "the pod bound at once")
 		assert.EqualValues(ct, 1, counterValue(ct, url, "podslo_observations_skipped_total", map[string]string{"sli": "pod_startup", "reason": "not_schedulable"}))
 	}, 30*time.Second, 50*time.Millisecond)
@@ -87,6 +87,6 @@ func TestStartupLeavesOutPodsThatWaitedToBeScheduled(t *testing.T) {
 // phaseSum is the sum of the start-up phase histogram for phase.
 func phaseSum(t *testing.T, url, phase string) float64 {
 	t.Helper()
-	_, sum := pullHistogram(t, url, "podslo_pod_startup_phase_duration_seconds", map[string]string{"phase": phase})
+	_, sum := pullHistogram(t, url, "podslo_startup_phase_duration_seconds", map[string]string{"phase": phase})
 	return sum
 }

@@ -151,8 +151,8 @@ podslo_sandbox_creation_timeouts_total{runtime_class="none",storage_class="none"
 
 	const (
 		creation    = "podslo_sandbox_creation_duration_seconds"
-		termination = "podslo_pod_termination_duration_seconds"
-		readiness   = "podslo_pod_readiness_duration_seconds"
+		termination = "podslo_termination_duration_seconds"
+		readiness   = "podslo_readiness_duration_seconds"
 	)
 	classes := `runtime_class="none",storage_class="none"`
 	eventuallyMetrics(t, url, `
@@ -162,18 +162,18 @@ podslo_sandbox_creation_timeouts_total{runtime_class="none",storage_class="none"
 # HELP `+termination+` Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.
 # TYPE `+termination+` histogram
 `+histogramText(termination, classes, 2, 8, 10)+`
-# HELP podslo_pod_terminations_over_grace_total Terminations that ended after the first deletion request plus its grace period, i.e. took longer than the grace the kubelet kept.
-# TYPE podslo_pod_terminations_over_grace_total counter
-podslo_pod_terminations_over_grace_total{`+classes+`} 1
+# HELP podslo_terminations_over_grace_total Terminations that ended after the first deletion request plus its grace period, i.e. took longer than the grace the kubelet kept.
+# TYPE podslo_terminations_over_grace_total counter
+podslo_terminations_over_grace_total{`+classes+`} 1
 # HELP `+readiness+` Time from the newest container start to the first Ready=True: what readiness probes add. Observed once per pod UID.
 # TYPE `+readiness+` histogram
 `+histogramText(readiness, classes, 4)+`
-# HELP podslo_pod_stabilization_duration_seconds Time from the first Ready to the first Stable=True written by podslo's agent (Ready for minReadySeconds without a restart). Observed once per pod UID.
-# TYPE podslo_pod_stabilization_duration_seconds histogram
-`+histogramText("podslo_pod_stabilization_duration_seconds", classes, 2)+`
-# HELP podslo_pod_stable_transitions_total Stable condition transitions by target status; to="false" counts the times a stable pod lost stability (Ready dropped or a container restarted).
-# TYPE podslo_pod_stable_transitions_total counter
-podslo_pod_stable_transitions_total{`+classes+`,to="false"} 1
+# HELP podslo_stabilization_duration_seconds Time from the first Ready to the first Stable=True written by podslo's agent (Ready for minReadySeconds without a restart). Observed once per pod UID.
+# TYPE podslo_stabilization_duration_seconds histogram
+`+histogramText("podslo_stabilization_duration_seconds", classes, 2)+`
+# HELP podslo_stable_transitions_total Stable condition transitions by target status; to="false" counts the times a stable pod lost stability (Ready dropped or a container restarted).
+# TYPE podslo_stable_transitions_total counter
+podslo_stable_transitions_total{`+classes+`,to="false"} 1
 # HELP podslo_sandbox_creation_timeouts_total Scheduled pods whose first sandbox was not ready within --sandbox-creation-timeout, counted once per pod.
 # TYPE podslo_sandbox_creation_timeouts_total counter
 podslo_sandbox_creation_timeouts_total{`+classes+`} 1
@@ -183,7 +183,7 @@ podslo_sandbox_creations_excluded_total{reason="user_error",`+classes+`} 1
 # HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them and whether their creation timed out.
 # TYPE podslo_sandbox_creation_pending_pods gauge
 podslo_sandbox_creation_pending_pods{`+classes+`,timed_out="true",user_error="false"} 1
-`, creation, termination, "podslo_pod_terminations_over_grace_total", readiness, "podslo_pod_stabilization_duration_seconds", "podslo_pod_stable_transitions_total", "podslo_sandbox_creation_timeouts_total",
+`, creation, termination, "podslo_terminations_over_grace_total", readiness, "podslo_stabilization_duration_seconds", "podslo_stable_transitions_total", "podslo_sandbox_creation_timeouts_total",
 		"podslo_sandbox_creations_excluded_total", "podslo_sandbox_creation_pending_pods")
 	eventuallyValue(t, url, "podslo_observations_skipped_total", map[string]string{"sli": "termination", "reason": "vanished"}, 1)
 	eventuallyValue(t, url, "podslo_pod_readiness_seconds", map[string]string{"pod": "probed"}, 4)

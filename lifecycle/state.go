@@ -223,7 +223,7 @@ func (m SkipSet) With(s Skip) SkipSet {
 	return m
 }
 
-// Phase is a start-up phase of podslo_pod_startup_phase_duration_seconds.
+// Phase is a start-up phase of podslo_startup_phase_duration_seconds.
 type Phase uint8
 
 const (

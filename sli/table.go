@@ -114,13 +114,13 @@ var Table = []SLI{
 		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.Terminated, Store: "termination",
-				Name: "podslo_pod_termination_duration_seconds", Type: Histogram, Stability: Alpha,
+				Name: "podslo_termination_duration_seconds", Type: Histogram, Stability: Alpha,
 				Help: "Time from the deletion request (deletionTimestamp minus the grace period) to the sandbox condition turning False (KEP-3085 Story 5), observed once per pod UID.",
 			},
 			{
 				Kind: lifecycle.Terminated, When: func(o lifecycle.Observation) bool { return o.OverGrace },
 				Store: "terminations_over_grace",
-				Name:  "podslo_pod_terminations_over_grace_total", Type: Counter, Stability: Alpha,
+				Name:  "podslo_terminations_over_grace_total", Type: Counter, Stability: Alpha,
 				Help: "Terminations that ended after the first deletion request plus its grace period, i.e. took longer than the grace the kubelet kept.",
 			},
 		},
@@ -138,7 +138,7 @@ var Table = []SLI{
 		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.BecameReady, Store: "readiness",
-				Name: "podslo_pod_readiness_duration_seconds", Type: Histogram, Stability: Alpha,
+				Name: "podslo_readiness_duration_seconds", Type: Histogram, Stability: Alpha,
 				Help: "Time from the newest container start to the first Ready=True: what readiness probes add. Observed once per pod UID.",
 			},
 		},
@@ -156,7 +156,7 @@ var Table = []SLI{
 		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.PhaseDone, Store: "startup_phase",
-				Name: "podslo_pod_startup_phase_duration_seconds", Type: Histogram, Stability: Alpha,
+				Name: "podslo_startup_phase_duration_seconds", Type: Histogram, Stability: Alpha,
 				Help:  "Where start-up time goes, by phase: scheduling, sandbox, init, containers, readiness, total. Observed once per pod UID and phase.",
 				Label: "phase", LabelValue: func(o lifecycle.Observation) string { return o.Phase.String() },
 			},
@@ -166,12 +166,12 @@ var Table = []SLI{
 		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.Stabilized, Store: "stabilization",
-				Name: "podslo_pod_stabilization_duration_seconds", Type: Histogram, Stability: Alpha,
+				Name: "podslo_stabilization_duration_seconds", Type: Histogram, Stability: Alpha,
 				Help: "Time from the first Ready to the first Stable=True written by podslo's agent (Ready for minReadySeconds without a restart). Observed once per pod UID.",
 			},
 			{
 				Kind: lifecycle.StabilityLost, Store: "stable_transitions",
-				Name: "podslo_pod_stable_transitions_total", Type: Counter, Stability: Alpha,
+				Name: "podslo_stable_transitions_total", Type: Counter, Stability: Alpha,
 				Help:  "Stable condition transitions by target status; to=\"false\" counts the times a stable pod lost stability (Ready dropped or a container restarted).",
 				Label: "to", LabelValue: func(lifecycle.Observation) string { return "false" }, LabelDomain: []string{"false"},
 			},
@@ -193,13 +193,13 @@ var Table = []SLI{
 		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.ImagesPulled, Store: "image_pull",
-				Name: "podslo_pod_image_pull_duration_seconds", Type: Histogram, Stability: Alpha,
+				Name: "podslo_image_pull_duration_seconds", Type: Histogram, Stability: Alpha,
 				Help:  "Sum of the image pulls of each pod's containers and init containers, from the kubelet's Pulled events (each pull including its wait in the pull queue, 0 for an image already present), observed once per pod UID; cache=\"hit\" when every image was already present.",
 				Label: "cache", LabelValue: func(o lifecycle.Observation) string { return cacheLabel(o.Cached) },
 			},
 			{
 				Kind: lifecycle.ImagePullFailedOnce, Store: "image_pulls_failed",
-				Name: "podslo_pod_image_pulls_failed_total", Type: Counter, Stability: Alpha,
+				Name: "podslo_image_pulls_failed_total", Type: Counter, Stability: Alpha,
 				Help: "Pods with a failed image pull (a Failed event for ErrImagePull, or a Back-off pulling image) during start-up, counted once per pod.",
 			},
 		},
@@ -224,7 +224,7 @@ var Table = []SLI{
 		Aggregates: []*AggregateSpec{
 			{
 				Kind: lifecycle.StartedUp, Store: "pod_startup_sli",
-				Name: "podslo_pod_startup_sli_duration_seconds", Type: Histogram, Stability: Alpha,
+				Name: "podslo_startup_sli_duration_seconds", Type: Histogram, Stability: Alpha,
 				Help:  "sig-scalability's pod start-up SLI: from creation to every container running and seen by the watch, minus image pulls and the init phase. Observed once per pod UID; stateful=\"true\" for pods with a PVC-backed volume.",
 				Label: "stateful", LabelValue: func(o lifecycle.Observation) string { return strconv.FormatBool(o.Stateful) },
 			},

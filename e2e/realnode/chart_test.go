@@ -212,7 +212,7 @@ func TestChartOnARealNode(t *testing.T) {
 		return false
 	}, 30*time.Second, 100*time.Millisecond, "the agent never wrote podslo.io/Stable True on the pod")
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-		gotCount, _ := histogramByClass(scrape(ct, url)["podslo_pod_stabilization_duration_seconds"])
+		gotCount, _ := histogramByClass(scrape(ct, url)["podslo_stabilization_duration_seconds"])
 		assert.Equal(ct, uint64(1), gotCount["runc"])
 	}, 30*time.Second, 100*time.Millisecond, "the chart's exporter never observed the pod's stabilization")
 

@@ -48,7 +48,7 @@ func TestFreshStateAfterRecreations(t *testing.T) {
 	// Ready True from before the crash (older than the restarted
 	// container's start), and the readiness and the phases are skipped as
 	// recreated_before_seen, before their times are compared.
-	count, sum = histogramTotal(fams["podslo_pod_readiness_duration_seconds"])
+	count, sum = histogramTotal(fams["podslo_readiness_duration_seconds"])
 	assert.Zero(t, count, "readiness observed from a re-created sandbox (sum %v s)", sum)
 	// Only scheduling, which ends before any sandbox, is observed, and
 	// exactly as the pods show it.
@@ -57,7 +57,7 @@ func TestFreshStateAfterRecreations(t *testing.T) {
 		p := s.tr.get(uid)
 		scheduling += p.scheduled.Sub(p.created).Seconds()
 	}
-	phaseCount, phaseSum := histogramBy(fams["podslo_pod_startup_phase_duration_seconds"], "phase")
+	phaseCount, phaseSum := histogramBy(fams["podslo_startup_phase_duration_seconds"], "phase")
 	assert.Equal(t, map[string]uint64{"scheduling": uint64(len(names))}, phaseCount, "start-up phases observed (sums %v)", phaseSum)
 	assert.Equal(t, scheduling, phaseSum["scheduling"], "scheduling phase")
 	readinessSkips := 0.0

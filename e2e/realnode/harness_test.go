@@ -495,7 +495,7 @@ func assertSumsInMs(t assert.TestingT, count map[string]uint64, want, got map[st
 func waitCurrent(t *testing.T, url string) {
 	t.Helper()
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
-		f := scrape(ct, url)["podslo_pod_watch_current"]
+		f := scrape(ct, url)["podslo_informer_pods_watch_current"]
 		require.NotNil(ct, f)
 		assert.Equal(ct, 1.0, f.GetMetric()[0].GetGauge().GetValue())
 	}, 30*time.Second, 50*time.Millisecond, "podslo's pod watch never current")

@@ -89,8 +89,8 @@ func TestMillisecondsOnARealNode(t *testing.T) {
 	}
 	slis := []sli{
 		{"podslo_sandbox_creation_duration_seconds", seenScheduled, seenSandboxReady},
-		{"podslo_pod_readiness_duration_seconds", seenStarted, seenReady},
-		{"podslo_pod_termination_duration_seconds", seenRequested, seenGone},
+		{"podslo_readiness_duration_seconds", seenStarted, seenReady},
+		{"podslo_termination_duration_seconds", seenRequested, seenGone},
 	}
 	diffs := map[string][]float64{}
 	inSeconds := map[string]int{}

@@ -117,10 +117,10 @@ func TestImagePullsOnARealNode(t *testing.T) {
 		}
 		assert.NotContains(ct, got, "pull-missing")
 		assert.Equal(ct, wantSize, perPod(fams["podslo_pod_image_pull_size_bytes"]), "the images' sizes of the kubelet's Pulled events")
-		count, _ := histogramBy(fams["podslo_pod_image_pull_duration_seconds"], "cache")
+		count, _ := histogramBy(fams["podslo_image_pull_duration_seconds"], "cache")
 		assert.Equal(ct, map[string]uint64{"hit": 1, "miss": 2}, count)
-		assert.Equal(ct, float64(1), counterTotal(fams["podslo_pod_image_pulls_failed_total"]), "the missing image, once")
-		startups, startupSum = histogramTotal(fams["podslo_pod_startup_sli_duration_seconds"])
+		assert.Equal(ct, float64(1), counterTotal(fams["podslo_image_pulls_failed_total"]), "the missing image, once")
+		startups, startupSum = histogramTotal(fams["podslo_startup_sli_duration_seconds"])
 		assert.Equal(ct, uint64(len(running)), startups)
 		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
 		assert.Equal(ct, float64(len(running)), precision["pod_startup,millisecond"], "every end timed by the watch")

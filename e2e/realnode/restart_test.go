@@ -81,7 +81,7 @@ func TestExporterSIGKILLedOnARealNode(t *testing.T) {
 		// be seen.
 		skipped := counterBy(fams["podslo_observations_skipped_total"], "sli", "reason")
 		assert.Equal(t, map[string]float64{"termination,vanished": 1}, only(skipped, "termination,"), "skips %v", skipped)
-		terminations, _ := histogramTotal(fams["podslo_pod_termination_duration_seconds"])
+		terminations, _ := histogramTotal(fams["podslo_termination_duration_seconds"])
 		assert.Zero(t, terminations, "terminations")
 		// Every sandbox the kubelet ran is a creation or a re-creation.
 		assert.Equal(t, gotCount["none"]+1, kubeletSandboxRuns(t, s.node), "the kubelet's run_podsandbox")

@@ -99,9 +99,9 @@ func TestPullsUnknownOnARealNode(t *testing.T) {
 	}
 	// Still waiting for its pulls: nothing observed, nothing skipped.
 	fams := scrape(t, url)
-	n, _ := histogramTotal(fams["podslo_pod_startup_sli_duration_seconds"])
+	n, _ := histogramTotal(fams["podslo_startup_sli_duration_seconds"])
 	assert.Zero(t, n, "no start-up without its pulls")
-	n, _ = histogramTotal(fams["podslo_pod_image_pull_duration_seconds"])
+	n, _ = histogramTotal(fams["podslo_image_pull_duration_seconds"])
 	assert.Zero(t, n, "no pulls without every container's")
 	assert.Zero(t, skips(t)["pod_startup,pulls_unknown"], "given up only at the pod's deletion or 10 minutes after its start")
 
@@ -112,9 +112,9 @@ func TestPullsUnknownOnARealNode(t *testing.T) {
 		assert.Equal(ct, 1.0, got["image_pull,pulls_unknown"])
 	}, time.Minute, 100*time.Millisecond, "the deleted pod's pulls given up")
 	fams = scrape(t, url)
-	n, _ = histogramTotal(fams["podslo_pod_startup_sli_duration_seconds"])
+	n, _ = histogramTotal(fams["podslo_startup_sli_duration_seconds"])
 	assert.Zero(t, n)
-	n, _ = histogramTotal(fams["podslo_pod_image_pull_duration_seconds"])
+	n, _ = histogramTotal(fams["podslo_image_pull_duration_seconds"])
 	assert.Zero(t, n)
 }
 
@@ -255,14 +255,14 @@ func TestPodShapesOnARealNode(t *testing.T) {
 			assert.Contains(ct, startups, name)
 		}
 		assert.NotContains(ct, startups, "gated", "a pod that waited to be scheduled leaves the SLI")
-		count, _ := histogramBy(fams["podslo_pod_startup_sli_duration_seconds"], "stateful")
+		count, _ := histogramBy(fams["podslo_startup_sli_duration_seconds"], "stateful")
 		assert.Equal(ct, map[string]uint64{"false": uint64(len(stateless)), "true": 1}, count)
 		skips := counterBy(fams["podslo_observations_skipped_total"], "sli", "reason")
 		assert.Equal(ct, 1.0, skipped(skips, "pod_startup", "not_schedulable"))
 		// The late image: its failed pull, once, and its start-up left out.
 		assert.NotContains(ct, startups, "late-image")
 		assert.Equal(ct, 1.0, skipped(skips, "pod_startup", "image_pull_failed"))
-		assert.Equal(ct, 1.0, counterTotal(fams["podslo_pod_image_pulls_failed_total"]))
+		assert.Equal(ct, 1.0, counterTotal(fams["podslo_image_pulls_failed_total"]))
 	}, time.Minute, 100*time.Millisecond, "podslo's start-ups")
 
 	// Pod by pod, beside the kubelet (as in TestImagePullsOnARealNode).
@@ -329,7 +329,7 @@ func TestPodShapesOnARealNode(t *testing.T) {
 	}
 	assert.GreaterOrEqual(t, wantScheduling, gateHold.Seconds())
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
-		count, sum := histogramBy(scrape(ct, url)["podslo_pod_startup_phase_duration_seconds"], "phase")
+		count, sum := histogramBy(scrape(ct, url)["podslo_startup_phase_duration_seconds"], "phase")
 		assert.Equal(ct, uint64(len(pods)), count["scheduling"])
 		assert.Equal(ct, wantScheduling, sum["scheduling"])
 	}, 30*time.Second, 100*time.Millisecond, "the scheduling phase")
@@ -391,7 +391,7 @@ func TestPodShapesOnARealNode(t *testing.T) {
 		// in name order, still leave its start-up out.
 		assert.NotContains(ct, got, "late-image")
 		assert.Equal(ct, 1.0, skipped(skips, "pod_startup", "image_pull_failed"))
-		assert.Equal(ct, 1.0, counterTotal(fams["podslo_pod_image_pulls_failed_total"]))
+		assert.Equal(ct, 1.0, counterTotal(fams["podslo_image_pulls_failed_total"]))
 		// The gated pod, first seen bound, cannot tell that it waited:
 		// measured, the wait included (docs/metrics.md).
 		assert.GreaterOrEqual(ct, got["gated"], gateHold.Seconds())

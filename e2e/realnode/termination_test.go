@@ -160,14 +160,14 @@ func TestTerminationsOnARealNode(t *testing.T) {
 
 	assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 		fams := scrape(ct, url)
-		gotCount, gotSum := histogramTotal(fams["podslo_pod_termination_duration_seconds"])
+		gotCount, gotSum := histogramTotal(fams["podslo_termination_duration_seconds"])
 		assert.Equal(ct, uint64(count), gotCount, "terminations")
 		// In milliseconds: podslo's watch was current for every end.
 		assert.InDelta(ct, sumMs, gotSum, msTolerance*float64(count), "termination seconds")
 		precision := counterBy(fams["podslo_observations_total"], "sli", "precision")
 		assert.Equal(ct, float64(count), precision["termination,millisecond"])
 		assert.Zero(ct, precision["termination,second"])
-		assert.Equal(ct, float64(overGrace), counterTotal(fams["podslo_pod_terminations_over_grace_total"]), "over grace")
+		assert.Equal(ct, float64(overGrace), counterTotal(fams["podslo_terminations_over_grace_total"]), "over grace")
 		skipped := counterBy(fams["podslo_observations_skipped_total"], "sli", "reason")
 		assert.Equal(ct, map[string]float64{"termination,vanished": float64(vanished)}, only(skipped, "termination,"))
 	}, 30*time.Second, 100*time.Millisecond, "podslo's terminations differ from the pods'")

@@ -328,7 +328,7 @@ func observe(t *testing.T, s *suite, exporter exporterPod, name string, want uin
 	// last, in an update of its own: the chart's agent writes it once the
 	// pod has been Ready for its minReadySeconds (0 for a bare pod), and
 	// later still when an upgrade has just replaced the agent.
-	for _, family := range []string{"podslo_sandbox_creation_duration_seconds", "podslo_pod_readiness_duration_seconds", "podslo_pod_stabilization_duration_seconds"} {
+	for _, family := range []string{"podslo_sandbox_creation_duration_seconds", "podslo_readiness_duration_seconds", "podslo_stabilization_duration_seconds"} {
 		assert.EventuallyWithT(t, func(ct *assert.CollectT) {
 			got, _ := histogramByClass(scrape(ct, exporter.url)[family])
 			assert.Equal(ct, want, got["runc"])
@@ -355,14 +355,14 @@ func assertCarried(t *testing.T, url string, carried map[string]float64, when st
 	if !assertEventually(t, func() bool {
 		got = runcSeries(t, url)
 		for k, v := range carried {
-			if got[k] != v {
+			if got[testenv.Renamed(k)] != v {
 				return false
 			}
 		}
 		return true
 	}, 30*time.Second) {
 		for k, v := range carried {
-			assert.Equal(t, v, got[k], "series %s %s", k, when)
+			assert.Equal(t, v, got[testenv.Renamed(k)], "series %s %s", k, when)
 		}
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // pullRecord is what a pod's Pulled event says of its image: the ground
-// truth of podslo_pod_image_pull_duration_seconds for the pod. deploy/kwok's
+// truth of podslo_image_pull_duration_seconds for the pod. deploy/kwok's
 // containers' start stage writes one per pod, about no container, before it
 // starts the containers (deploy/kwok/README.md, "Image pulls").
 type pullRecord struct {

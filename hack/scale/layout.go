@@ -59,7 +59,7 @@ type PhaseResult struct {
 	CompleteSeconds float64       `json:"completeSeconds"`
 	Parts           []*PartResult `json:"parts"`
 	// Sum over the parts: what Prometheus' sum() sees.
-	Readiness    float64 `json:"readiness"`    // podslo_pod_readiness_duration_seconds_count
+	Readiness    float64 `json:"readiness"`    // podslo_readiness_duration_seconds_count
 	PerPodSeries int     `json:"perPodSeries"` // samples carrying uid=
 	RSSBytes     int64   `json:"rssBytes"`     // settled
 	// APIServer is read with the parts settled; its watches are less the

@@ -106,7 +106,7 @@ func value(line []byte) float64 {
 type exposition struct {
 	Series int // sample lines
 	// ReadyTrue counts kube_pod_status_ready{condition="true"} samples
-	// equal to 1; Readiness sums podslo_pod_readiness_duration_seconds_count.
+	// equal to 1; Readiness sums podslo_readiness_duration_seconds_count.
 	ReadyTrue int
 	Readiness float64
 }
@@ -114,7 +114,7 @@ type exposition struct {
 var (
 	ksmReady        = []byte("kube_pod_status_ready{")
 	ksmTrue         = []byte(`condition="true"} 1`)
-	podsloReadiness = []byte("podslo_pod_readiness_duration_seconds_count{")
+	podsloReadiness = []byte("podslo_readiness_duration_seconds_count{")
 )
 
 func count(ctx context.Context, url string) (exposition, error) {

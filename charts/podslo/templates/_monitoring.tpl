@@ -169,7 +169,7 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- $_ = set $slos "sandbox_creation_success" $d }}
-{{- /* termination_latency: Termination latency, of podslo_pod_termination_duration_seconds, over 30d */}}
+{{- /* termination_latency: Termination latency, of podslo_termination_duration_seconds, over 30d */}}
 {{- $s = get $v.slos "termination_latency" }}
 {{- if not (kindIs "map" $s) }}
 {{- fail "monitoring.slos.termination_latency: must hold objective, threshold and minEvents" }}
@@ -207,12 +207,12 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.termination_latency.threshold: %s is not a bucket bound of podslo_pod_termination_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "monitoring.slos.termination_latency.threshold: %s is not a bucket bound of podslo_termination_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
 {{- $_ = set $slos "termination_latency" $d }}
-{{- /* readiness_latency: Readiness latency, of podslo_pod_readiness_duration_seconds, over 30d */}}
+{{- /* readiness_latency: Readiness latency, of podslo_readiness_duration_seconds, over 30d */}}
 {{- $s = get $v.slos "readiness_latency" }}
 {{- if not (kindIs "map" $s) }}
 {{- fail "monitoring.slos.readiness_latency: must hold objective, threshold and minEvents" }}
@@ -250,7 +250,7 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.readiness_latency.threshold: %s is not a bucket bound of podslo_pod_readiness_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "monitoring.slos.readiness_latency.threshold: %s is not a bucket bound of podslo_readiness_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
@@ -298,7 +298,7 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
 {{- $_ = set $slos "runc_sandbox_creation_latency" $d }}
-{{- /* pod_startup_latency: Pod start-up latency, of podslo_pod_startup_sli_duration_seconds, over 30d */}}
+{{- /* pod_startup_latency: Pod start-up latency, of podslo_startup_sli_duration_seconds, over 30d */}}
 {{- $s = get $v.slos "pod_startup_latency" }}
 {{- if not (kindIs "map" $s) }}
 {{- fail "monitoring.slos.pod_startup_latency: must hold objective, threshold and minEvents" }}
@@ -336,7 +336,7 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.threshold: %s is not a bucket bound of podslo_pod_startup_sli_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.threshold: %s is not a bucket bound of podslo_startup_sli_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- $_ = set $d "le" (get $le $s.threshold) }}
