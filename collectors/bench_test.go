@@ -50,9 +50,9 @@ func BenchmarkScrape(b *testing.B) {
 					reg.MustRegister(NewSLIs(s, labels, discard), NewSkipped(s, labels, discard), NewSelf(s))
 					var pp *PerPod
 					if perPod {
-						pp = NewPerPod(s, labels)
+						pp = NewPerPod(s, labels, nil)
 					}
-					h := Handler(reg, pp, discard)
+					h := Handler(reg, pp, nil, discard)
 					req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 					req.Header.Set("Accept", "text/plain")
 					if enc == "gzip" {

@@ -112,7 +112,7 @@ func TestPerPodText(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
 	var buf bytes.Buffer
-	require.NoError(t, NewPerPod(s, labels).Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
+	require.NoError(t, NewPerPod(s, labels, nil).Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
 	assert.Equal(t, normalize(parseText(t, perPodWant())), normalize(parseText(t, buf.String())))
 }
 
@@ -120,7 +120,7 @@ func TestPerPodProtobufEqualsText(t *testing.T) {
 	s := newStore(t)
 	populate(t, s)
 	var buf bytes.Buffer
-	require.NoError(t, NewPerPod(s, labels).Write(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim)))
+	require.NoError(t, NewPerPod(s, labels, nil).Write(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim)))
 	got := map[string]*dto.MetricFamily{}
 	dec := expfmt.NewDecoder(&buf, expfmt.NewFormat(expfmt.TypeProtoDelim))
 	for {
@@ -138,7 +138,7 @@ func TestPerPodOpenMetrics(t *testing.T) {
 	require.NoError(t, s.Apply(store.Change{UID: "u1", Meta: &store.PodMeta{Namespace: "ns", Name: "p1", Node: "n1", RuntimeClass: "none", StorageClass: "none"},
 		State: lifecycle.State{FirstSandboxReady: 1, LastSandboxReady: 1, SandboxCreationMs: 3000, HasSandboxCreation: true, Recreations: 2}}))
 	var buf bytes.Buffer
-	require.NoError(t, NewPerPod(s, Labels{}).Write(&buf, expfmt.NewFormat(expfmt.TypeOpenMetrics)))
+	require.NoError(t, NewPerPod(s, Labels{}, nil).Write(&buf, expfmt.NewFormat(expfmt.TypeOpenMetrics)))
 	assert.Equal(t, `# HELP podslo_pod_sandbox_creation_seconds Per pod: time from PodScheduled to the first sandbox readiness.
 # TYPE podslo_pod_sandbox_creation_seconds gauge
 podslo_pod_sandbox_creation_seconds{namespace="ns",node="n1",pod="p1",runtime_class="none",storage_class="none",uid="u1"} 3.0
@@ -153,7 +153,7 @@ func TestPerPodEscapesLabelValues(t *testing.T) {
 	require.NoError(t, s.Apply(store.Change{UID: "u1", Meta: &store.PodMeta{Namespace: "ns", Name: "p1", PodLabels: []string{"a\\b\"c\nd"}},
 		State: lifecycle.State{FirstSandboxReady: 1}}))
 	var buf bytes.Buffer
-	require.NoError(t, NewPerPod(s, Labels{Pod: []string{"x"}}).Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
+	require.NoError(t, NewPerPod(s, Labels{Pod: []string{"x"}}, nil).Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
 	fams := parseText(t, buf.String())
 	require.Contains(t, fams, "podslo_pod_sandbox_recreations_total")
 	require.Len(t, fams["podslo_pod_sandbox_recreations_total"].GetMetric(), 1)
@@ -172,7 +172,7 @@ func TestHandlerServesBothAndGzip(t *testing.T) {
 	populate(t, s)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(NewSLIs(s, labels, discard))
-	h := Handler(reg, NewPerPod(s, labels), discard)
+	h := Handler(reg, NewPerPod(s, labels, nil), nil, discard)
 	for _, gz := range []bool{false, true} {
 		fams := parseText(t, scrapeBody(t, h, gz))
 		for _, name := range []string{"podslo_sandbox_creation_duration_seconds", "podslo_pod_sandbox_creation_seconds", "podslo_pod_sandbox_recreations_total", "promhttp_metric_handler_requests_total"} {
@@ -385,7 +385,7 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 		gathered[f.GetName()] = true
 	}
 	var perPod bytes.Buffer
-	require.NoError(t, NewPerPod(s, labels).Write(&perPod, expfmt.NewFormat(expfmt.TypeTextPlain)))
+	require.NoError(t, NewPerPod(s, labels, nil).Write(&perPod, expfmt.NewFormat(expfmt.TypeTextPlain)))
 	for name := range parseText(t, perPod.String()) {
 		gathered[name] = true
 	}
@@ -451,7 +451,7 @@ podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata"
 		header("podslo_image_pulls_failed_total") + zeroLines("podslo_image_pulls_failed_total", "", classes[0], classes[1], "")
 	require.NoError(t, testutil.CollectAndCompare(NewSLIs(s, Labels{}, discard), strings.NewReader(want)))
 
-	pp := NewPerPod(s, Labels{})
+	pp := NewPerPod(s, Labels{}, nil)
 	pp.now = func() time.Time { return time.Unix(1500, 0) }
 	var buf bytes.Buffer
 	require.NoError(t, pp.Write(&buf, expfmt.NewFormat(expfmt.TypeTextPlain)))
@@ -534,7 +534,7 @@ func TestStalledScrapeDoesNotBlockTheStore(t *testing.T) {
 			}
 			w := &stalledWriter{stalled: make(chan struct{}), release: make(chan struct{})}
 			done := make(chan error, 1)
-			go func() { done <- NewPerPod(s, Labels{}).Write(w, format) }()
+			go func() { done <- NewPerPod(s, Labels{}, nil).Write(w, format) }()
 			select {
 			case <-w.stalled:
 			case <-time.After(10 * time.Second):
@@ -598,7 +598,7 @@ func manyPods(t *testing.T, s *store.Store, n int) {
 func TestHandlerGzipBodyIsTheIdentityBody(t *testing.T) {
 	s := newStore(t)
 	manyPods(t, s, 30_000)
-	h := Handler(prometheus.NewRegistry(), NewPerPod(s, labels), discard)
+	h := Handler(prometheus.NewRegistry(), NewPerPod(s, labels, nil), nil, discard)
 	// The store lists pods in no fixed order, so the lines are compared
 	// sorted; the handler's own request counter differs between the two
 	// scrapes.
@@ -642,7 +642,7 @@ func TestHandlerGzipStopsWhenTheScraperGoesAway(t *testing.T) {
 	s := newStore(t)
 	manyPods(t, s, 30_000)
 	var logs bytes.Buffer
-	h := Handler(prometheus.NewRegistry(), NewPerPod(s, labels), slog.New(slog.NewTextHandler(&logs, nil)))
+	h := Handler(prometheus.NewRegistry(), NewPerPod(s, labels, nil), nil, slog.New(slog.NewTextHandler(&logs, nil)))
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	req.Header.Set("Accept-Encoding", "gzip")
 	w := &failingWriter{header: http.Header{}}

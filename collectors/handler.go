@@ -16,12 +16,13 @@ import (
 // Handler serves /metrics: the registry's families, then the per-pod ones
 // (perPod may be nil), in the format the scraper negotiates, gzipped when it
 // asks. A gathering error costs only the families it hit.
-func Handler(reg *prometheus.Registry, perPod *PerPod, log *slog.Logger) http.Handler {
+func Handler(reg *prometheus.Registry, perPod *PerPod, keep *FamilyFilter, log *slog.Logger) http.Handler {
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mfs, err := reg.Gather()
 		if err != nil {
 			log.Error("Gathering metrics failed, serving the rest", "err", err)
 		}
+		mfs = keep.filter(mfs)
 		format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
 		w.Header().Set("Content-Type", string(format))
 		var out io.Writer = w

@@ -34,7 +34,7 @@ func BenchmarkScrapeNetworkPolicies(b *testing.B) {
 			}
 			reg := prometheus.NewRegistry()
 			reg.MustRegister(NewNetworkPolicies(state, profile))
-			h := Handler(reg, nil, discard)
+			h := Handler(reg, nil, nil, discard)
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 			req.Header.Set("Accept", "text/plain")
 			var size int

@@ -34,8 +34,8 @@ type PerPod struct {
 	now   func() time.Time
 }
 
-// NewPerPod returns the per-pod writer over s.
-func NewPerPod(s *store.Store, labels Labels) *PerPod {
+// NewPerPod returns the per-pod writer over s, of the families keep keeps.
+func NewPerPod(s *store.Store, labels Labels, keep *FamilyFilter) *PerPod {
 	names := append([]string(nil), sli.PodSeriesLabels...)
 	for _, k := range labels.Pod {
 		names = append(names, PodLabelName(k))
@@ -49,7 +49,13 @@ func NewPerPod(s *store.Store, labels Labels) *PerPod {
 	for i, o := range order {
 		sorted[i] = names[o]
 	}
-	return &PerPod{store: s, families: sli.PerPod(), names: sorted, order: order, now: time.Now}
+	var families []*sli.PodSeries
+	for _, f := range sli.PerPod() {
+		if keep.Keep(f.MetricFamily().Name) {
+			families = append(families, f)
+		}
+	}
+	return &PerPod{store: s, families: families, names: sorted, order: order, now: time.Now}
 }
 
 // labelValues are a pod's values of its series' labels, in the order of

@@ -53,7 +53,7 @@ func TestCountersStartAtZero(t *testing.T) {
 	}))
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(NewSLIs(s, labels, discard, WithStorageClasses(func() []string { return []string{"gold"} })), NewSkipped(s, labels, discard))
-	h := Handler(reg, nil, discard)
+	h := Handler(reg, nil, nil, discard)
 
 	// The classes podslo knows: "none", the pod's, and the cluster's
 	// StorageClass gold; the histogram label values of the pods in state.

@@ -117,9 +117,9 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 	c.netpols.register(reg)
 	var perPod *podslocollectors.PerPod
 	if *o.PerPodMetrics {
-		perPod = podslocollectors.NewPerPod(c.store, cfg.labels)
+		perPod = podslocollectors.NewPerPod(c.store, cfg.labels, cfg.families)
 	}
-	mux := serve.Mux(podslocollectors.Handler(reg, perPod, c.log), c.pipeline.Ready)
+	mux := serve.Mux(podslocollectors.Handler(reg, perPod, cfg.families, c.log), c.pipeline.Ready)
 	page := &landing{
 		table:      func() classtable.Table { return classtable.FromStore(c.store, cfg.labels.Histogram) },
 		ready:      c.pipeline.Ready,

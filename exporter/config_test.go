@@ -146,3 +146,13 @@ func TestNewResolvesEachSettingOnce(t *testing.T) {
 	assert.Equal(t, informers.DefaultUserErrorEventRegex, e.cfg.userErrors.String())
 	assert.Nil(t, e.cfg.profile, "support is not judged")
 }
+
+func TestNewResolvesTheFamilyFilter(t *testing.T) {
+	e, err := New(Options{StateDir: store.InMemory, MetricDenylist: []string{"podslo_pod_.*"}})
+	require.NoError(t, err)
+	assert.False(t, e.cfg.families.Keep("podslo_pod_readiness_seconds"))
+	assert.True(t, e.cfg.families.Keep("podslo_readiness_duration_seconds"))
+
+	_, err = New(Options{StateDir: store.InMemory, MetricAllowlist: []string{"podslo_.*"}, MetricDenylist: []string{"go_.*"}})
+	require.ErrorContains(t, err, "--metric-allowlist and --metric-denylist are exclusive")
+}

@@ -48,6 +48,9 @@ type config struct {
 	ownerKind  bool
 	// userErrors is --user-error-event-regex, compiled.
 	userErrors *regexp.Regexp
+	// families is --metric-allowlist or --metric-denylist; nil keeps
+	// every family.
+	families *podslocollectors.FamilyFilter
 	// profile is --network-plugin-profile, loaded; nil without it.
 	profile *netpolicy.Profile
 	// web is --web.config.file, validated.

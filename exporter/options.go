@@ -60,6 +60,10 @@ type Options struct {
 	StateMinFree int64
 	// PerPodMetrics exports the per-pod series. Default true.
 	PerPodMetrics *bool
+	// MetricAllowlist and MetricDenylist are regular expressions of whole
+	// family names to expose, or to leave out (kube-state-metrics' flags
+	// of the same names); at most one may be set. Default: every family.
+	MetricAllowlist, MetricDenylist []string
 	// PodLabels are pod label keys copied onto per-pod series as
 	// label_<sanitized key>. Default none.
 	PodLabels []string
@@ -131,6 +135,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 		o.PerPodMetrics = new(bool)
 	}
 	fs.BoolVar(o.PerPodMetrics, "per-pod-metrics", true, "Export per-pod series")
+	fs.StringSliceVar(&o.MetricAllowlist, "metric-allowlist", nil, "Comma-separated regular expressions of whole family names to expose, and no other (exclusive with --metric-denylist)")
+	fs.StringSliceVar(&o.MetricDenylist, "metric-denylist", nil, "Comma-separated regular expressions of whole family names not to expose (exclusive with --metric-allowlist)")
 	fs.StringArrayVar(&o.PodLabels, "pod-label", nil, "Pod label key to copy onto per-pod series as label_<key> (repeatable)")
 	fs.StringArrayVar(&o.HistogramLabels, "histogram-label", nil, "Extra histogram dimension NAME=label:KEY, NAME=annotation:KEY (the pod's), NAME=node-label:KEY (the pod's node's) or NAME=owner-kind (the pod's workload kind) (repeatable)")
 	fs.DurationVar(&o.MaxObservationAge, "max-observation-age", lifecycle.DefaultMaxObservationAge, "A first event older than this when first seen is remembered but not observed")
@@ -322,6 +328,9 @@ func (o *Options) resolve() (config, error) {
 		names[n] = k
 	}
 	if cfg.histogramLabels, err = sli.ParseHistogramLabels(o.HistogramLabels); err != nil {
+		errs = append(errs, err)
+	}
+	if cfg.families, err = collectors.NewFamilyFilter(o.MetricAllowlist, o.MetricDenylist); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.userErrors, err = regexp.Compile(o.UserErrorEventRegex); err != nil {
