@@ -331,6 +331,21 @@ func (s *Spec) healthAlerts() []Rule {
 			"runbook_url":   s.runbook("PodsloSandboxCreationStuck"),
 			"dashboard_url": s.dashboard("podslo-pod-startup", true, "runtime_class", "storage_class"),
 		},
+	}, {
+		Alert: "PodsloTerminationStuck",
+		// Past the grace period the kubelet kills what is left; a pod
+		// still there 15 minutes on waits for a node that is gone, a
+		// runtime that hangs, or a volume that does not detach.
+		Expr:   fmt.Sprintf("sum by (%s) (podslo_terminations_pending_pods%s) > 0", classes, s.Selector(`over_grace="true"`)),
+		For:    "15m",
+		Labels: map[string]string{"severity": "warning"},
+		Annotations: map[string]string{
+			"summary": "Pods of runtime_class {{ $labels.runtime_class }} and storage_class {{ $labels.storage_class }} are stuck terminating.",
+			"description": fmt.Sprintf("Pods of runtime_class {{ $labels.runtime_class }} with storage_class {{ $labels.storage_class }} in %s {{ $labels.%s }} "+
+				"have been terminating for 15m past the end of their grace period, their sandbox not gone: {{ $value }}.", cluster, cluster),
+			"runbook_url":   s.runbook("PodsloTerminationStuck"),
+			"dashboard_url": s.dashboard("podslo-termination-readiness", true, "runtime_class", "storage_class"),
+		},
 	}, s.downAlert("PodsloExporterDown", "exporter", s.Config.ExporterSelector, "podslo-slo-overview"), s.exporterInstanceDown()}
 	switch {
 	case s.chart:

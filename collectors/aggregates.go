@@ -23,6 +23,14 @@ var sandboxCreationPending = &sli.MetricFamily{
 	Labels: labelList("runtime_class", "storage_class", "user_error", "timed_out"),
 }
 
+// terminationsPending, like sandboxCreationPending, is computed from the
+// pods' state at scrape time.
+var terminationsPending = &sli.MetricFamily{
+	Name: "podslo_terminations_pending_pods", Type: sli.Gauge, Stability: sli.Alpha,
+	Help:   "Pods whose deletion was requested and whose sandbox is not yet gone, by whether their grace period has ended.",
+	Labels: labelList("runtime_class", "storage_class", "over_grace"),
+}
+
 // aggregateDesc is an aggregated family's descriptor with its
 // declaration, whose type it exposes (as node_exporter's typedDesc) and
 // whose label order it writes and reads series in.
@@ -41,6 +49,7 @@ type SLIs struct {
 	histogramLabels int
 	storageClasses  func() []string
 	pending         *prometheus.Desc
+	terminating     *prometheus.Desc
 
 	// podDims are the label sets of every pod in state, taken at most once
 	// per podDimsRefresh at podDimsAt: a pass over 100k pods' classes
@@ -69,6 +78,7 @@ func WithStorageClasses(f func() []string) SLIsOption {
 func NewSLIs(s *store.Store, labels Labels, log *slog.Logger, opts ...SLIsOption) *SLIs {
 	c := &SLIs{
 		store: s, log: log, byStore: map[string]aggregateDesc{}, pending: desc(sandboxCreationPending, Labels{}),
+		terminating:     desc(terminationsPending, Labels{}),
 		histogramLabels: len(labels.Histogram), storageClasses: func() []string { return nil },
 	}
 	for _, a := range sli.Aggregates() {
@@ -90,6 +100,7 @@ func (c *SLIs) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d.desc
 	}
 	ch <- c.pending
+	ch <- c.terminating
 }
 
 // Collect implements prometheus.Collector.
@@ -128,6 +139,8 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 	// series and without repeating the flag's value.
 	type key struct{ runtime, storage, userError, timedOut string }
 	pending := map[key]int{}
+	type termKey struct{ runtime, storage, overGrace string }
+	terminating := map[termKey]int{}
 	now := time.Now()
 	c.mu.Lock()
 	var all *knownDims
@@ -144,6 +157,10 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 			known.addPod(m)
 			pending[key{m.RuntimeClass, m.StorageClass, boolLabel(st.UserError), boolLabel(st.TimedOut)}]++
 		}
+		if st.TerminationPending() {
+			over := now.Unix() > st.GraceEnd(m.DeletionDeadline)
+			terminating[termKey{m.RuntimeClass, m.StorageClass, boolLabel(over)}]++
+		}
 	})
 	c.mu.Lock()
 	if all != nil {
@@ -155,6 +172,9 @@ func (c *SLIs) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Unlock()
 	for k, n := range pending {
 		ch <- prometheus.MustNewConstMetric(c.pending, prometheus.GaugeValue, float64(n), k.runtime, k.storage, k.userError, k.timedOut)
+	}
+	for k, n := range terminating {
+		ch <- prometheus.MustNewConstMetric(c.terminating, prometheus.GaugeValue, float64(n), k.runtime, k.storage, k.overGrace)
 	}
 	known.storageClasses = c.storageClasses()
 	c.collectZeros(ch, known, exists)

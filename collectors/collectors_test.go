@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -374,6 +375,10 @@ func TestEveryExposedFamilyIsDeclared(t *testing.T) {
 		UID: "u7", Meta: &store.PodMeta{Namespace: "ns", Name: "p7", PodLabels: []string{"p7"}, HistogramLabels: []string{"a"}},
 		State: lifecycle.State{Scheduled: 1, UserError: true},
 	}))
+	require.NoError(t, s.Apply(store.Change{
+		UID: "u8", Meta: &store.PodMeta{Namespace: "ns", Name: "p8", PodLabels: []string{"p8"}, HistogramLabels: []string{"a"}},
+		State: lifecycle.State{Scheduled: 1, FirstSandboxReady: 2, LastSandboxReady: 2, DeletionRequested: 3, DeletionGrace: 30},
+	}))
 	reg := prometheus.NewPedanticRegistry()
 	events := NewInformerEvents()
 	events.WithLabelValues("pods", "add").Inc()
@@ -427,7 +432,13 @@ func TestFailureAndPendingFamilies(t *testing.T) {
 	}))
 	require.NoError(t, s.Apply(store.Change{
 		UID: "leaving", Meta: &store.PodMeta{Namespace: "ns", Name: "leaving", Node: "n1", RuntimeClass: "kata", StorageClass: "fast"},
-		State: lifecycle.State{Scheduled: 1200, DeletionRequested: 1300},
+		State: lifecycle.State{Scheduled: 1200, DeletionRequested: 1300, DeletionGrace: 30},
+	}))
+	// Deleted just now with an hour's grace: pending, within its grace.
+	draining := time.Now().Unix()
+	require.NoError(t, s.Apply(store.Change{
+		UID: "draining", Meta: &store.PodMeta{Namespace: "ns", Name: "draining", Node: "n1", RuntimeClass: "kata", StorageClass: "fast", DeletionDeadline: draining + 3600},
+		State: lifecycle.State{Scheduled: 1200, DeletionRequested: draining, DeletionGrace: 3600},
 	}))
 	want := `
 # HELP podslo_sandbox_creation_pending_pods Scheduled pods still waiting for their first sandbox, by whether a user error was reported for them and whether their creation timed out.
@@ -440,6 +451,10 @@ podslo_sandbox_creation_timeouts_total{runtime_class="kata",storage_class="fast"
 # HELP podslo_sandbox_creations_excluded_total Sandbox creations and timeouts left out of the SLI, by reason (user_error: a FailedMount event for a missing Secret or ConfigMap).
 # TYPE podslo_sandbox_creations_excluded_total counter
 podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata",storage_class="fast"} 1
+# HELP podslo_terminations_pending_pods Pods whose deletion was requested and whose sandbox is not yet gone, by whether their grace period has ended.
+# TYPE podslo_terminations_pending_pods gauge
+podslo_terminations_pending_pods{over_grace="false",runtime_class="kata",storage_class="fast"} 1
+podslo_terminations_pending_pods{over_grace="true",runtime_class="kata",storage_class="fast"} 1
 `
 	// Every other counter series of the known classes at 0.
 	classes := [][]string{{"kata", "none"}, {"fast", "none"}}
@@ -460,6 +475,10 @@ podslo_sandbox_creations_excluded_total{reason="user_error",runtime_class="kata"
 # TYPE podslo_pod_sandbox_pending_seconds gauge
 podslo_pod_sandbox_pending_seconds{namespace="ns",node="n1",pod="stuck",runtime_class="kata",storage_class="fast",uid="stuck"} 500
 podslo_pod_sandbox_pending_seconds{namespace="ns",node="n1",pod="blocked",runtime_class="kata",storage_class="fast",uid="blocked"} 300
+# HELP podslo_pod_deletion_requested_timestamp_seconds Per pod whose termination is pending (its deletion requested, its sandbox not yet gone): the Unix time of the first deletion request.
+# TYPE podslo_pod_deletion_requested_timestamp_seconds gauge
+podslo_pod_deletion_requested_timestamp_seconds{namespace="ns",node="n1",pod="leaving",runtime_class="kata",storage_class="fast",uid="leaving"} 1300
+podslo_pod_deletion_requested_timestamp_seconds{namespace="ns",node="n1",pod="draining",runtime_class="kata",storage_class="fast",uid="draining"} `+strconv.FormatInt(draining, 10)+`
 `)), normalize(parseText(t, buf.String())))
 }
 

@@ -41,7 +41,7 @@ func PodLabelName(key string) string {
 // the ones declared here.
 func All() []*sli.MetricFamily {
 	out := append([]*sli.MetricFamily(nil), sli.Families()...)
-	out = append(out, sandboxCreationPending)
+	out = append(out, sandboxCreationPending, terminationsPending)
 	out = append(out, skippedFamilies...)
 	out = append(out, selfFamilies...)
 	return append(out, networkPolicyFamilies...)

@@ -67,15 +67,32 @@ func (c *stepper) termination() {
 	// sandbox torn down in the second the grace period ends may or may not
 	// be over it; a container the kubelet had to SIGKILL at or after that
 	// end says it was.
-	end := c.next.DeletionRequested + int64(c.next.DeletionGrace)
-	if c.next.DeletionGrace == 0 {
-		end = max(end, c.pod.DeletionTimestamp.Unix())
-	}
+	end := c.next.GraceEnd(c.pod.DeletionTimestamp.Unix())
 	overGrace := down > end || (c.pod.ContainerKilled != 0 && c.pod.ContainerKilled >= end)
 	s := between(c.next.DeletionRequested, c.next.DeletionPrecise, down, c.precise(down))
 	c.measure(Termination, s, c.tooOldUnseen, func(ms int64) {
 		c.next.TerminationMs, c.next.HasTermination = Millis32(ms), true
 	}, Observation{Kind: Terminated, OverGrace: overGrace})
+}
+
+// GraceEnd is when the grace period of the pod's first deletion request
+// ends, in Unix seconds, given its current deletionTimestamp: the first
+// request plus its grace, as the kubelet keeps it, or, for a record
+// without the grace (a grace-0 request, or one written by a release
+// before 0.2.0), the later of the request and deletionTimestamp.
+func (s *State) GraceEnd(deletionTimestamp int64) int64 {
+	end := s.DeletionRequested + int64(s.DeletionGrace)
+	if s.DeletionGrace == 0 {
+		end = max(end, deletionTimestamp)
+	}
+	return end
+}
+
+// TerminationPending reports whether the pod's deletion was requested and
+// its termination is neither measured nor skipped: its sandbox not yet
+// seen gone, the pod still there.
+func (s *State) TerminationPending() bool {
+	return s.DeletionRequested != 0 && !s.TerminationDone
 }
 
 // Swept is Vanish for a pod a sweep found gone after a relist or a

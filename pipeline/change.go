@@ -108,5 +108,8 @@ func (r *routing) meta(pod *lifecycle.Pod) *store.PodMeta {
 		}
 	}
 	m.HistogramLabels = r.histogramLabels.Values(pod)
+	if pod.DeletionTimestamp != nil {
+		m.DeletionDeadline = pod.DeletionTimestamp.Unix()
+	}
 	return m
 }

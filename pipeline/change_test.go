@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/sli"
@@ -22,6 +23,10 @@ func TestChange(t *testing.T) {
 	pod.RuntimeClass = "kata"
 	meta := r.meta(pod)
 	assert.Equal(t, &store.PodMeta{Namespace: "ns", Name: "web", Node: "n1", RuntimeClass: "kata", StorageClass: "none", HistogramLabels: []string{"pay"}}, meta)
+	deleting := *pod
+	deadline := metav1.NewTime(time.Unix(1700000130, 0))
+	deleting.DeletionTimestamp = &deadline
+	assert.Equal(t, int64(1700000130), r.meta(&deleting).DeletionDeadline, "a pending termination's grace ends at deletionTimestamp")
 	out := lifecycle.Outcome{
 		Observations: []lifecycle.Observation{
 			{Kind: lifecycle.SandboxCreated, Seconds: 3},

@@ -126,6 +126,16 @@ var Table = []SLI{
 		},
 		PerPod: []*PodSeries{
 			{
+				// A timestamp, not a duration, as kube-state-metrics'
+				// kube_pod_status_scheduled_time: a series whose value
+				// does not change between scrapes.
+				Name: "podslo_pod_deletion_requested_timestamp_seconds", Type: Gauge, Stability: Alpha,
+				Help: "Per pod whose termination is pending (its deletion requested, its sandbox not yet gone): the Unix time of the first deletion request.",
+				Value: func(st *lifecycle.State, _ int64) (float64, bool) {
+					return float64(st.DeletionRequested), st.TerminationPending()
+				},
+			},
+			{
 				Name: "podslo_pod_termination_seconds", Type: Gauge, Stability: Alpha,
 				Help: "Per pod, while it still exists: time from the deletion request to the sandbox going away.",
 				Value: func(st *lifecycle.State, _ int64) (float64, bool) {

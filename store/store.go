@@ -137,6 +137,11 @@ type PodMeta struct {
 	// HistogramLabels holds the values of the configured extra histogram
 	// dimensions, in order.
 	HistogramLabels []string
+	// DeletionDeadline is the pod's deletionTimestamp in Unix seconds (its
+	// deletion request plus the grace period, as the API server keeps
+	// it), 0 while none is set: whether a pending termination is past its
+	// grace (collectors).
+	DeletionDeadline int64
 }
 
 // Sample is one change to an aggregate series.
