@@ -456,7 +456,7 @@ chaos: build testbin kwokbin
 ## `make test`. Its state filesystem is a tmpfs: CI containers may have no
 ## loop device.
 chaos-short: build testbin kwokbin
-	cd hack/chaos && $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
+	cd hack/chaos && CGO_ENABLED=0 $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
 		--churn 315s --kills 4 --max-down 10s --outage 15s --compactions 1 --disk-full 10s \
 		--sandbox-timeout 75s --min-life 20s --settle-timeout 5m --state-fs tmpfs \
 		--out results/short.json --markdown results/short.md $(CHAOS_FLAGS)

@@ -245,6 +245,9 @@ value fails the rendering with its path. The templates read it as
 {{- if or (has $k (list %s)) (eq $k $v.clusterLabel) }}
 {{- fail (printf "monitoring.alertLabels: %%s is a label the alerts set themselves" (toJson $k)) }}
 {{- end }}
+{{- if has $k (list %s) }}
+{{- fail (printf "monitoring.alertLabels: %%s is a label alerts carry from their series" (toJson $k)) }}
+{{- end }}
 {{- if not (kindIs "string" $val) }}
 {{- fail (printf "monitoring.alertLabels.%%s: %%s is not a string" $k (toJson $val)) }}
 {{- end }}
@@ -260,7 +263,7 @@ value fails the rendering with its path. The templates read it as
 {{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) "alertLabels" $v.alertLabels "disabledAlerts" $v.disabledAlerts }}
 {{- if $agentSelector }}
 {{- $_ := set $m "agentMatchers" (printf "%%s, " $agentSelector) }}
-{{- end }}`, quotedList(AlertLabels), quotedList(AlertLabels), quotedList(s.alertNames()), strings.Join(s.alertNames(), ", "))
+{{- end }}`, quotedList(AlertLabels), quotedList(AlertLabels), quotedList(SeriesLabels), quotedList(s.alertNames()), strings.Join(s.alertNames(), ", "))
 
 	var names []string
 	for _, slo := range s.SLOs {
@@ -484,8 +487,11 @@ monitoring:
   # Your Grafana: the alerts' dashboard_url annotations start with it.
   grafanaURL: %s
   # Labels added to every alert, for your Alertmanager to route on (e.g.
-  # team: platform). Refused: clusterLabel and the labels the alerts set
-  # themselves (%s).
+  # team: platform). Refused: clusterLabel, the labels the alerts set
+  # themselves:
+  #   %s;
+  # and those some alerts carry from their series:
+  #   %s.
   alertLabels: %s
   # Alerts to leave out, by name, e.g. [PodsloPodWatchNotCurrent]. The
   # alerts:
@@ -497,7 +503,7 @@ monitoring:
   # and minEvents, the events an alert's long window must hold before it
   # may fire (the rendering fails when one bad event would page).
   slos:`, yamlString(c.ClusterLabel), yamlString(c.Cluster), yamlString(c.ExporterSelector), yamlString(c.AgentSelector),
-		yamlString(c.RunbookURL), yamlString(c.GrafanaURL), strings.Join(AlertLabels, ", "), flowMap(c.AlertLabels),
+		yamlString(c.RunbookURL), yamlString(c.GrafanaURL), strings.Join(AlertLabels, ", "), strings.Join(SeriesLabels, ", "), flowMap(c.AlertLabels),
 		wrapAlertNames(s.alertNames()), flowList(c.DisabledAlerts), wrapList(bucketDurations()))
 	for i := range s.SLOs {
 		slo := &s.SLOs[i]

@@ -67,8 +67,8 @@ type Config struct {
 	// timed_out label), so no copy of the flag can disagree with it.
 	SandboxCreationTimeout string `json:"sandboxCreationTimeout,omitempty"`
 	// AlertLabels are added to every alert, for an Alertmanager to route
-	// on (team: platform). The labels the alerts set themselves, and the
-	// cluster label, are refused.
+	// on (team: platform). The labels the alerts set themselves or carry
+	// from their series (SeriesLabels), and the cluster label, are refused.
 	AlertLabels map[string]string `json:"alertLabels,omitempty"`
 	// DisabledAlerts are left out, by name.
 	DisabledAlerts []string `json:"disabledAlerts,omitempty"`
@@ -77,6 +77,12 @@ type Config struct {
 // AlertLabels are the labels the alerts set themselves; the cluster label
 // must not be one of them.
 var AlertLabels = append([]string{"severity", "long", "short"}, ClassLabels...)
+
+// SeriesLabels are labels some alerts carry from the series they select (a
+// target's job and instance, a NetworkPolicy's namespace and name): an
+// extra alert label of the same name would overwrite them, and merge
+// alerts that must stay apart.
+var SeriesLabels = []string{"job", "instance", "namespace", "pod", "node", "container", "service", "endpoint", "networkpolicy", "type", "status", "reason"}
 
 // SLO is one objective. Exactly one of Latency and Success is set.
 type SLO struct {
@@ -226,6 +232,8 @@ func (s *Spec) Validate() error {
 			add("config.alertLabels: %q is not a label name", k)
 		case slices.Contains(AlertLabels, k) || k == c.ClusterLabel:
 			add("config.alertLabels: %q is a label the alerts set themselves", k)
+		case slices.Contains(SeriesLabels, k):
+			add("config.alertLabels: %q is a label alerts carry from their series", k)
 		}
 	}
 	if len(errs) == 0 && len(c.DisabledAlerts) > 0 {

@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -33,6 +34,10 @@ func sliSeries(t require.TestingT, url string) map[string]float64 {
 			!strings.HasPrefix(name, "podslo_informer_") && !hasLabel(m, "uid")
 	})
 }
+
+// timedOutLabel is the label 0.2.0 added to the pending sandboxes, in a
+// SeriesValues key.
+var timedOutLabel = regexp.MustCompile(`timed_out=(true|false),`)
 
 // TestUpgradeFromPreviousRelease runs the previous release's binary on a
 // real API server until its state holds pods at every stage, then this
@@ -97,6 +102,24 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	// changes.
 	next := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 	got := sliSeries(t, next.URL)
+	// Two gauges computed at scrape time changed: the pending sandboxes
+	// gained timed_out (summed over it here: 0.1.0 had none), and the
+	// pending terminations are new: the deletion requested before the
+	// upgrade (leaving) is one.
+	for k, v := range got {
+		if strings.HasPrefix(k, "podslo_sandbox_creation_pending_pods{") {
+			delete(got, k)
+			got[timedOutLabel.ReplaceAllString(k, "")] += v
+		}
+	}
+	terminating := 0.0
+	for k, v := range got {
+		if strings.HasPrefix(k, "podslo_terminations_pending_pods{") {
+			terminating += v
+			delete(got, k)
+		}
+	}
+	assert.Equal(t, 1.0, terminating, "pending terminations after the upgrade")
 	for k, v := range carried {
 		assert.Equal(t, v, got[k], "series %s after the upgrade", k)
 	}

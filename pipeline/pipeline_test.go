@@ -554,7 +554,7 @@ func TestRecordedSamplesAreLoggedAtDebug(t *testing.T) {
 	fail := 0
 	p, _ := pipelineOnMemory(t, &fail)
 	var logs strings.Builder
-	p.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	p.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("component", "pipeline")
 	p.opts.Lifecycle.SandboxCreationTimeout = 60 * time.Second
 	require.NoError(t, p.Handle(stuckPod("u1")))
 	p.Synced(liveSet{"u1": {}}.get, func() bool { return true })
@@ -563,7 +563,7 @@ func TestRecordedSamplesAreLoggedAtDebug(t *testing.T) {
 	assert.NotContains(t, logs.String(), "msg=Recorded", "logged before it was recorded")
 	fail = 0
 	p.CheckTimeouts()
-	assert.Equal(t, 1, strings.Count(logs.String(), `msg=Recorded uid=u1 family=podslo_sandbox_creation_timeouts_total labels=`), logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), `msg=Recorded component=pipeline uid=u1 family=podslo_sandbox_creation_timeouts_total labels=`), logs.String())
 
 	// Not at info level.
 	logs.Reset()

@@ -18,7 +18,9 @@ import (
 // lines are where the run finds the pod: it compares, pod by pod, what the
 // exporter recorded with the oracle's outcomes.
 
-var recordedRE = regexp.MustCompile(`msg=Recorded uid=(\S+) family=(\S+) labels=(?:"[^"]*"|\S*) value=(\S+)`)
+// The pipeline's logger carries its component (component=pipeline)
+// between the message and the line's own attributes.
+var recordedRE = regexp.MustCompile(`msg=Recorded .*?\buid=(\S+) family=(\S+) labels=(?:"[^"]*"|\S*) value=(\S+)`)
 
 // addRecorded adds the sample of one exporter log line to recorded (UID →
 // family → values; a counter's increments).

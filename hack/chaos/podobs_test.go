@@ -28,7 +28,8 @@ func TestCheckPodObservations(t *testing.T) {
 	// The lines as the exporter's text handler writes them
 	// (pipeline.logRecorded).
 	var logs bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	// As the exporter builds the pipeline's logger (exporter/components.go).
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})).With("component", "pipeline")
 	for _, r := range []struct {
 		uid, family string
 		value       float64

@@ -55,6 +55,9 @@ value fails the rendering with its path. The templates read it as
 {{- if or (has $k (list "severity" "long" "short" "runtime_class" "storage_class")) (eq $k $v.clusterLabel) }}
 {{- fail (printf "monitoring.alertLabels: %s is a label the alerts set themselves" (toJson $k)) }}
 {{- end }}
+{{- if has $k (list "job" "instance" "namespace" "pod" "node" "container" "service" "endpoint" "networkpolicy" "type" "status" "reason") }}
+{{- fail (printf "monitoring.alertLabels: %s is a label alerts carry from their series" (toJson $k)) }}
+{{- end }}
 {{- if not (kindIs "string" $val) }}
 {{- fail (printf "monitoring.alertLabels.%s: %s is not a string" $k (toJson $val)) }}
 {{- end }}
