@@ -56,35 +56,40 @@ func TestAlertmanagerExample(t *testing.T) {
 		Receiver struct{ Name string } `json:"receiver"`
 		Alerts   []groupAlert          `json:"alerts"`
 	}
-	var groups []group
-	getJSON(t, url+"/api/v2/alerts/groups?inhibited=false", &groups)
-	var got []string
-	for _, g := range groups {
-		var classes []string
-		for _, a := range g.Alerts {
-			classes = append(classes, a.Labels["runtime_class"]+a.Labels["storage_class"]+"/"+a.Labels["severity"])
+	// Alertmanager's dispatcher groups what it received on its own
+	// goroutine: the groups come a moment after the POST.
+	assert.EventuallyWithT(t, func(c *assert.CollectT) {
+		var groups []group
+		getJSON(c, url+"/api/v2/alerts/groups?inhibited=false", &groups)
+		var got []string
+		for _, g := range groups {
+			var classes []string
+			for _, a := range g.Alerts {
+				classes = append(classes, a.Labels["runtime_class"]+a.Labels["storage_class"]+"/"+a.Labels["severity"])
+			}
+			slices.Sort(classes)
+			got = append(got, fmt.Sprintf("%s %s %v", g.Receiver.Name, g.Labels["alertname"], classes))
 		}
-		slices.Sort(classes)
-		got = append(got, fmt.Sprintf("%s %s %v", g.Receiver.Name, g.Labels["alertname"], classes))
-	}
-	slices.Sort(got)
-	assert.Equal(t, []string{
-		"platform PodsloExporterDown [/warning]",
-		"platform " + alert + " [ebs/critical kata/critical]",
-	}, got, "one group per SLO and cluster, the ticket held back")
+		slices.Sort(got)
+		assert.Equal(c, []string{
+			"platform PodsloExporterDown [/warning]",
+			"platform " + alert + " [ebs/critical kata/critical]",
+		}, got, "one group per SLO and cluster, the ticket held back")
+	}, 10*time.Second, 50*time.Millisecond)
 
-	ticketState := func() groupAlert {
+	ticketAlert := func(c require.TestingT) groupAlert {
 		var alerts []groupAlert
-		getJSON(t, url+"/api/v2/alerts?filter=severity%3D%22warning%22&filter=alertname%3D%22"+alert+"%22", &alerts)
-		require.Len(t, alerts, 1)
+		getJSON(c, url+"/api/v2/alerts?filter=severity%3D%22warning%22&filter=alertname%3D%22"+alert+"%22", &alerts)
+		require.Len(c, alerts, 1)
 		return alerts[0]
 	}
-	assert.Equal(t, "suppressed", ticketState().Status.State)
-	assert.NotEmpty(t, ticketState().Status.InhibitedBy)
+	a := ticketAlert(t)
+	assert.Equal(t, "suppressed", a.Status.State)
+	assert.NotEmpty(t, a.Status.InhibitedBy)
 
 	// The pages resolve: the ticket is no longer held back.
 	postAlerts(t, url, now.Add(-time.Second), page("runtime_class", "kata"), page("storage_class", "ebs"))
-	assert.Eventually(t, func() bool { return ticketState().Status.State == "active" }, 10*time.Second, 100*time.Millisecond)
+	assert.EventuallyWithT(t, func(c *assert.CollectT) { assert.Equal(c, "active", ticketAlert(c).Status.State) }, 10*time.Second, 100*time.Millisecond)
 }
 
 // exampleBody is the example without its comment header.
@@ -152,8 +157,7 @@ func postAlerts(t *testing.T, url string, ends time.Time, alerts ...map[string]s
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
-func getJSON(t *testing.T, url string, v any) {
-	t.Helper()
+func getJSON(t require.TestingT, url string, v any) {
 	resp, err := http.Get(url)
 	require.NoError(t, err)
 	defer resp.Body.Close()
