@@ -36,7 +36,10 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 	const ns = "rollback"
 	testenv.CreateNamespace(t, c, ns, nil)
 	stateless := map[string]string{"runtime_class": "none", "storage_class": "none", "stateful": "false"}
-	const startup = "podslo_startup_sli_duration_seconds"
+	// The code before issue 33 has the names before 0.2.0 renamed them.
+	type names struct{ watch, startup string }
+	before := names{"podslo_pod_watch_current", "podslo_pod_startup_sli_duration_seconds"}
+	this := names{"podslo_informer_pods_watch_current", "podslo_startup_sli_duration_seconds"}
 	applied := func(url string) float64 {
 		return counterValue(t, url, "podslo_store_operations_total", map[string]string{"operation": "apply", "result": "success"})
 	}
@@ -44,9 +47,9 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 	// endSeen lets the exporter at url record a pod's end (both containers
 	// running) and a's pull, and returns the bounds of the start-up SLI
 	// that b's pull will end: creation to the update, less a's 250 ms.
-	endSeen := func(url, name string) (pod *corev1.Pod, lo, hi float64) {
+	endSeen := func(url string, n names, name string) (pod *corev1.Pod, lo, hi float64) {
 		t.Helper()
-		eventuallyValue(t, url, "podslo_informer_pods_watch_current", nil, 1)
+		eventuallyValue(t, url, n.watch, nil, 1)
 		pod = twoContainers(t, c, ns, name)
 		imageEvent(t, c, pod, "a", "Pulled", `Successfully pulled image "registry.k8s.io/pause:3.10" in 201ms (250ms including waiting). Image size: 320368 bytes.`)
 		// A kubelet starts the containers after a's 250 ms pull, and
@@ -54,10 +57,10 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 		// pod's creation at the earliest, or the SLI less the pull could
 		// come out negative (the exporter skips it as it should).
 		time.Sleep(time.Until(pod.CreationTimestamp.Add(time.Second + 10*time.Millisecond)))
-		before := applied(url)
+		was := applied(url)
 		start := time.Now()
 		bothRunning(t, c, pod)
-		require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Greater(ct, applied(url), before) }, 30*time.Second, 20*time.Millisecond,
+		require.EventuallyWithT(t, func(ct *assert.CollectT) { assert.Greater(ct, applied(url), was) }, 30*time.Second, 20*time.Millisecond,
 			"the exporter recorded %s's end", name)
 		end := time.Now()
 		created := pod.CreationTimestamp.Time
@@ -69,13 +72,13 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 		t.Helper()
 		imageEvent(t, c, pod, "b", "Pulled", `Container image "registry.k8s.io/pause:3.9" already present on machine`)
 	}
-	startups := func(url string, n uint64) float64 {
+	startups := func(url string, n names, want uint64) float64 {
 		t.Helper()
 		var sum float64
 		require.EventuallyWithT(t, func(ct *assert.CollectT) {
 			var count uint64
-			count, sum = pullHistogram(ct, url, startup, stateless)
-			assert.Equal(ct, n, count)
+			count, sum = pullHistogram(ct, url, n.startup, stateless)
+			assert.Equal(ct, want, count)
 		}, 30*time.Second, 50*time.Millisecond)
 		return sum
 	}
@@ -87,17 +90,17 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 
 	// The code before issue 33 records first's end; this release finishes it.
 	prev := startProcess(t, old, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	firstPod, firstLo, firstHi := endSeen(prev.URL, "first")
+	firstPod, firstLo, firstHi := endSeen(prev.URL, before, "first")
 	stop(prev)
 	next := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
 	lastPull(firstPod)
-	first := startups(next.URL, 1)
+	first := startups(next.URL, this, 1)
 	assert.GreaterOrEqual(t, first, firstLo)
 	assert.LessOrEqual(t, first, firstHi)
 
 	// This release records second's end; rolled back, the code before
 	// issue 33 finishes it.
-	secondPod, secondLo, secondHi := endSeen(next.URL, "second")
+	secondPod, secondLo, secondHi := endSeen(next.URL, this, "second")
 	stop(next)
 	// The code before issue 33 predates the state directory's format
 	// marker, and refuses a directory holding it as 0.1.0 does (that is the
@@ -109,16 +112,16 @@ func TestStartupInFlightAcrossRollback(t *testing.T) {
 	require.NoError(t, err, "this release marked the state directory")
 	require.NoError(t, os.Remove(marker))
 	prev = startProcess(t, old, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	assert.InDelta(t, first, startups(prev.URL, 1), 1e-9, "first, as this release recorded it")
+	assert.InDelta(t, first, startups(prev.URL, before, 1), 1e-9, "first, as this release recorded it")
 	lastPull(secondPod)
-	second := startups(prev.URL, 2) - first
+	second := startups(prev.URL, before, 2) - first
 	assert.GreaterOrEqual(t, second, secondLo)
 	assert.LessOrEqual(t, second, secondHi)
 	stop(prev)
 
 	// Rolled forward again: each once.
 	again := startProcess(t, bin, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
-	assert.InDelta(t, first+second, startups(again.URL, 2), 1e-9)
+	assert.InDelta(t, first+second, startups(again.URL, this, 2), 1e-9)
 	skipped := counterValue(t, again.URL, "podslo_observations_skipped_total", map[string]string{"sli": "pod_startup", "reason": "negative_duration"})
 	assert.Zero(t, skipped, "no end was misread")
 }
