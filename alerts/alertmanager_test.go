@@ -117,6 +117,7 @@ func startAlertmanager(t *testing.T, config string) string {
 	cmd := exec.Command(testenv.Alertmanager(t), "--config.file="+cfg, "--storage.path="+t.TempDir(),
 		"--web.listen-address="+addr, "--cluster.listen-address=")
 	cmd.Stdout, cmd.Stderr = &logs, &logs
+	testenv.DieWithParent(cmd) // also when the test binary is killed
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()

@@ -101,6 +101,9 @@ func TestTerminationReadinessAndFailuresOnRealAPIServer(t *testing.T) {
 	eventuallyValue(t, url, "podslo_pod_sandbox_creation_seconds", map[string]string{"pod": "forced"}, 2)
 
 	r := deleteWithGrace(t, c, graceful, 30)
+	// Pending until its sandbox goes: the request's time, within its grace.
+	eventuallyValue(t, url, "podslo_pod_deletion_requested_timestamp_seconds", map[string]string{"pod": "graceful"}, float64(r.Unix()))
+	eventuallyValue(t, url, "podslo_terminations_pending_pods", map[string]string{"over_grace": "false"}, 1)
 	sandboxDown(graceful, r.Add(2*time.Second))
 	r = deleteWithGrace(t, c, slow, 5)
 	sandboxDown(slow, r.Add(8*time.Second))
