@@ -156,3 +156,22 @@ func TestNewResolvesTheFamilyFilter(t *testing.T) {
 	_, err = New(Options{StateDir: store.InMemory, MetricAllowlist: []string{"podslo_.*"}, MetricDenylist: []string{"go_.*"}})
 	require.ErrorContains(t, err, "--metric-allowlist and --metric-denylist are exclusive")
 }
+
+// On a real API server, a denied family is gone from /metrics, per-pod ones
+// included, and nothing else is.
+func TestMetricDenylistOnRealAPIServer(t *testing.T) {
+	env := testenv.Start(t)
+	url := startExporter(t, Options{Kubeconfig: env.Kubeconfig, StateDir: t.TempDir(), MetricDenylist: []string{"podslo_pod_.*", "go_.*"}})
+	testenv.CreateNamespace(t, env.Client, "deny", nil)
+	pod := testenv.CreatePod(t, env.Client, "deny", testenv.PodSpec{Name: "web"})
+	// Scheduled, waiting for its sandbox: a per-pod pending series, were
+	// it not denied.
+	kubelet(t, env.Client, pod, condAt(corev1.PodScheduled, corev1.ConditionTrue, time.Now().Truncate(time.Second)))
+	eventuallyValue(t, url, "podslo_sandbox_creation_pending_pods", nil, 1)
+	fams := scrapeFamilies(t, url)
+	for name := range fams {
+		assert.False(t, strings.HasPrefix(name, "podslo_pod_") || strings.HasPrefix(name, "go_"), "%s is denied", name)
+	}
+	assert.Contains(t, fams, "podslo_informer_pods_watch_current")
+	assert.Contains(t, fams, "process_cpu_seconds_total")
+}
