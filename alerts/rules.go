@@ -232,20 +232,17 @@ func (s *Spec) Alerts() RuleFile {
 // alertNames lists every alert the configuration may produce, the agent's
 // included.
 func (s *Spec) alertNames() []string {
-	var names []string
+	var rules []Rule
 	for _, g := range s.allAlerts().Groups {
-		for _, r := range g.Rules {
-			if !slices.Contains(names, r.Alert) {
-				names = append(names, r.Alert)
-			}
+		rules = append(rules, g.Rules...)
+	}
+	var out []string
+	for _, r := range append(rules, s.agentAlerts()...) {
+		if !slices.Contains(out, r.Alert) {
+			out = append(out, r.Alert)
 		}
 	}
-	for _, r := range s.agentAlerts() {
-		if !slices.Contains(names, r.Alert) {
-			names = append(names, r.Alert)
-		}
-	}
-	return names
+	return out
 }
 
 func (s *Spec) allAlerts() RuleFile {
