@@ -170,7 +170,7 @@ demo: build $(if $(findstring --prometheus,$(DEMO_FLAGS)),promstackbin)
 ## stages' configured delays, and a loaded machine makes kwok late (the race
 ## detector slows the in-process exporter and agents several times). The
 ## same code runs under -race in the other packages' tests.
-e2e: testbin clusterbin kwokbin promstackbin
+e2e: testbin clusterbin kwokbin promstackbin helmbin
 	$(GO) test -count=1 -timeout 20m ./e2e/
 
 ## unit: the tests that need no API server.
@@ -305,7 +305,27 @@ prometheus_release = $(shell echo $(PROMETHEUS_VERSION) | sed -E 's/^v0\.([0-9])
 
 ALERTMANAGER_VERSION := $(call promstack_version,alertmanager)
 PODSLO_ALERTMANAGER_DIR := $(PROMSTACKBIN)/alertmanager-$(ALERTMANAGER_VERSION)
-promstackbin: $(addprefix $(PODSLO_PROMETHEUS_DIR)/,prometheus promtool) $(addprefix $(PODSLO_ALERTMANAGER_DIR)/,alertmanager amtool)
+OPERATOR_VERSION := $(call promstack_version,prometheus-operator)
+PODSLO_OPERATOR_DIR := $(PROMSTACKBIN)/prometheus-operator-$(OPERATOR_VERSION)
+promstackbin: $(addprefix $(PODSLO_PROMETHEUS_DIR)/,prometheus promtool) $(addprefix $(PODSLO_ALERTMANAGER_DIR)/,alertmanager amtool) \
+  $(PODSLO_OPERATOR_DIR)/operator
+
+# The Prometheus Operator's go.mod replaces its two API modules
+# (pkg/apis/monitoring, pkg/client) by its own directories, which its
+# module's zip leaves out, each being a module of its own: it is built in a
+# copy of the module that takes them from the proxy instead, at the
+# release's own version. Its CRDs (example/prometheus-operator-crd), which
+# the chart and end-to-end tests install, are kept beside it in crds/.
+operator_api_modules = github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring github.com/prometheus-operator/prometheus-operator/pkg/client
+$(PODSLO_OPERATOR_DIR)/operator:
+	@mkdir -p $(PODSLO_OPERATOR_DIR)
+	dir=$(call module_dir,github.com/prometheus-operator/prometheus-operator,$(OPERATOR_VERSION)) && test -n "$$dir" && \
+	  tmp=$$(mktemp -d $(PODSLO_OPERATOR_DIR)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
+	  cp -R "$$dir" "$$tmp/src" && chmod -R u+w "$$tmp/src" && cp -R "$$tmp/src/example/prometheus-operator-crd" "$$tmp/crds" && \
+	  cd "$$tmp/src" && $(GO) mod edit $(foreach m,$(operator_api_modules),-dropreplace=$(m) -require=$(m)@$(OPERATOR_VERSION)) && \
+	  CGO_ENABLED=0 GOWORK=off GOFLAGS=-mod=mod $(GO) build -trimpath \
+	    -ldflags '-s -w -X github.com/prometheus/common/version.Version=$(OPERATOR_VERSION:v%=%) -X github.com/prometheus/common/version.Revision=$(OPERATOR_VERSION) -X github.com/prometheus/common/version.Branch=HEAD -X github.com/prometheus/common/version.BuildUser=podslo' \
+	    -o "$$tmp/" ./cmd/operator && rm -rf $(PODSLO_OPERATOR_DIR)/crds && mv "$$tmp/crds" $(PODSLO_OPERATOR_DIR)/ && mv "$$tmp/operator" $(PODSLO_OPERATOR_DIR)/
 
 # Alertmanager's ui package embeds its web UI as built by npm (ui/app/dist),
 # which its module does not carry: it is built in a copy of the module with

@@ -352,15 +352,16 @@ func TestEndToEnd(t *testing.T) {
 		Prometheus:              true,
 		PrometheusBinary:        testenv.Prometheus(t),
 		PrometheusListenAddress: host + ":19090",
-		// As the chart's ServiceMonitor asks: native histograms scraped,
-		// the classic ones kept.
-		PrometheusNativeHistograms: true,
+		// The demo's Prometheus scrapes no native histograms, as most do
+		// today.
+		PrometheusNativeHistograms: false,
 	})
 	p := prom{base: "http://" + ep.Prometheus}
-	// A second Prometheus on the same targets and rules that scrapes no
-	// native histograms, as most do today: both must hold every rule and
-	// panel.
-	classic := startClassicPrometheus(t, ep.PrometheusConfig, host+":19091")
+	// A second Prometheus, configured by the Prometheus Operator from the
+	// chart's ServiceMonitor and PrometheusRules, scrapes native
+	// histograms, and keeps the classic ones as the ServiceMonitor asks;
+	// it alerts an Alertmanager. Both must hold every rule and panel.
+	op := startOperatorStack(t, ep, host+":19091", host+":19093", host+":19092")
 	// The quantiles below are checked against the kwok stages' configured
 	// delays, which hold only while the simulated control plane keeps
 	// time: a kwok that sees a pod 3 s late writes its sandbox 3 s late,
@@ -371,7 +372,9 @@ func TestEndToEnd(t *testing.T) {
 	prioritize(t, filepath.Dir(filepath.Dir(filepath.Dir(ep.Kubeconfig))))
 
 	require.EventuallyWithT(t, func(c *assert.CollectT) {
-		assert.Len(c, p.query(c, `count by (runtime_class) (podslo_sandbox_creation_duration_seconds_count)`), 3)
+		for _, p := range []prom{p, op.prom} {
+			assert.Len(c, p.query(c, `count by (runtime_class) (podslo_sandbox_creation_duration_seconds_count)`), 3, p.base)
+		}
 	}, 5*time.Minute, time.Second, "the first pods of runc, kata and none were never observed")
 	c := client(t, ep.Kubeconfig)
 	for name, n := range scaledTo {
@@ -387,6 +390,8 @@ func TestEndToEnd(t *testing.T) {
 	}, 5*time.Minute, time.Second, "not every sandbox was observed")
 
 	truth := readTruth(t, c)
+	// When the slow class's pods went, which ends its page.
+	var scaledDown time.Time
 	t.Logf("The simulator wrote sandboxes up to %gs and readiness up to %gs later than configured; pods over the 5 s objective by class: %v",
 		truth.sandboxLate, truth.readyLate, truth.slow)
 
@@ -493,6 +498,21 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 		assert.True(t, kata, "%s does not fire for kata", name)
+
+		// The Operator's Prometheus, with the chart's rules, pages too,
+		// through Alertmanager to its receiver, with the chart's routing
+		// label.
+		page := map[string]string{"alertname": name, "runtime_class": "kata", "severity": "critical", "team": routingTeam}
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NotEmpty(c, op.hook.notified("firing", page))
+		}, 6*time.Minute, 5*time.Second, "Alertmanager never notified %v", page)
+		t.Logf("Alertmanager notified: %v", op.hook.notified("firing", page)[0].Labels)
+		// The kata pods go: with no more slow sandboxes, the page resolves
+		// once its 5m window holds none (the last subtest).
+		_, err := c.AppsV1().Deployments("e2e").Patch(context.Background(), "batch", types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{})
+		require.NoError(t, err)
+		scaledDown = time.Now()
+
 		for _, a := range p.alerts(t) {
 			t.Logf("alert %s: %v", a.State, a.Labels)
 			if a.Labels["alertname"] == "PodsloRuncSandboxCreationLatencyBudgetBurn" {
@@ -560,10 +580,14 @@ func TestEndToEnd(t *testing.T) {
 		for _, r := range recordedSeries(t) {
 			queries = append(queries, panelQuery{"recording rule", r})
 		}
+		// The Operator's Prometheus holds native histograms, the demo's
+		// none.
+		assert.NotEmpty(t, op.prom.query(t, `histogram_count(podslo_sandbox_creation_duration_seconds{job="podslo-exporter"})`), "the Operator's Prometheus scrapes no native histograms")
+		assert.Empty(t, p.query(t, `histogram_count(podslo_sandbox_creation_duration_seconds{job="podslo-exporter"})`), "the demo's Prometheus scrapes native histograms")
 		for _, pr := range []struct {
 			name string
 			p    prom
-		}{{"native and classic histograms", p}, {"classic histograms only", classic}} {
+		}{{"classic histograms only (the demo's configuration)", p}, {"native and classic histograms (the Operator's configuration)", op.prom}} {
 			empty := queries
 			for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Second) {
 				var still []panelQuery
@@ -582,6 +606,15 @@ func TestEndToEnd(t *testing.T) {
 			}
 		}
 	})
+
+	t.Run("the page resolves in Alertmanager", func(t *testing.T) {
+		require.False(t, scaledDown.IsZero(), "the kata pods were never scaled down")
+		resolved := map[string]string{"alertname": "PodsloSandboxCreationLatencyBudgetBurn", "runtime_class": "kata", "severity": "critical", "team": routingTeam}
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.NotEmpty(c, op.hook.notified("resolved", resolved))
+		}, 8*time.Minute, 5*time.Second, "Alertmanager never notified that %v resolved", resolved)
+		t.Logf("The page resolved in Alertmanager %v after the kata pods went", time.Since(scaledDown).Round(time.Second))
+	})
 }
 
 // recordedSeries is every series name podslo's recording rules record.
@@ -599,47 +632,6 @@ func recordedSeries(t *testing.T) []string {
 	}
 	require.NotEmpty(t, out)
 	return out
-}
-
-// startClassicPrometheus runs a second Prometheus 3 with the demo's
-// configuration (its targets and rule files) less the native histogram
-// settings, until the test ends.
-func startClassicPrometheus(t *testing.T, config, listen string) prom {
-	t.Helper()
-	raw, err := os.ReadFile(config)
-	require.NoError(t, err)
-	cfg := regexp.MustCompile(`(?m)^\s*(scrape_native_histograms|always_scrape_classic_histograms):.*\n`).ReplaceAllString(string(raw), "")
-	require.NotEqual(t, string(raw), cfg, "the demo's Prometheus scrapes no native histograms")
-	dir := t.TempDir()
-	path := filepath.Join(dir, "prometheus.yml")
-	require.NoError(t, os.WriteFile(path, []byte(cfg), 0o644))
-	var logs bytes.Buffer
-	cmd := exec.Command(testenv.Prometheus(t), "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+listen)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	require.NoError(t, cmd.Start())
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(unix.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("the classic Prometheus' log:\n%s", logs.String())
-		}
-	})
-	require.Eventually(t, func() bool {
-		resp, err := http.Get("http://" + listen + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 100*time.Millisecond, "the classic Prometheus never got ready (its log follows)")
-	return prom{base: "http://" + listen}
 }
 
 // hasData runs q as a range query from since to now, as a panel does.

@@ -3,12 +3,9 @@ package testenv
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,32 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
-// PrometheusOperatorVersion is the Prometheus Operator whose CRDs the chart
-// tests install: the module the Go module proxy serves, whose
-// example/prometheus-operator-crd/ holds them.
-const PrometheusOperatorVersion = "v0.85.0"
-
 // PrometheusOperatorCRDs returns the directory of the Prometheus Operator's
-// CRDs in the Go module cache, downloading the module through the module
-// proxy if it is not there yet. Their text never enters this repository.
+// CRDs, those of the Operator the tests run (promstack.txt), which `make
+// promstackbin` copies from its module's example/prometheus-operator-crd.
+// Their text never enters this repository.
 func PrometheusOperatorCRDs(t testing.TB) string {
 	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/prometheus-operator/prometheus-operator@"+PrometheusOperatorVersion)
-	// Outside any module: the download must not touch podslo's go.mod.
-	cmd.Dir = os.TempDir()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("download the Prometheus Operator %s module: %v\n%s", PrometheusOperatorVersion, err, stderr.String())
-	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("download the Prometheus Operator %s module: no directory in %q (%v) %s", PrometheusOperatorVersion, out, err, mod.Error)
-	}
-	return filepath.Join(mod.Dir, "example", "prometheus-operator-crd")
+	return findPromstack(t, "prometheus-operator", "crds")
 }
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -52,8 +33,15 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // server serves them.
 func (e *Env) InstallCRDs(t testing.TB, files ...string) {
 	t.Helper()
+	InstallCRDs(t, e.Config, files...)
+}
+
+// InstallCRDs creates the CRDs of files (YAML) on the API server of cfg
+// and waits until it serves them.
+func InstallCRDs(t testing.TB, cfg *rest.Config, files ...string) {
+	t.Helper()
 	ctx := context.Background()
-	dyn, err := dynamic.NewForConfig(e.Config)
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatalf("dynamic client: %v", err)
 	}

@@ -13,9 +13,10 @@ import (
 var promstackVersions string
 
 // PromstackVersions is the version of each part of the monitoring stack
-// the tests run on (promstack.txt), by name: prometheus, alertmanager.
+// the tests run on (promstack.txt), by name: prometheus, alertmanager,
+// prometheus-operator.
 func PromstackVersions() (map[string]string, error) {
-	return ParsePins("internal/testenv/promstack.txt", promstackVersions, "prometheus", "alertmanager")
+	return ParsePins("internal/testenv/promstack.txt", promstackVersions, "prometheus", "alertmanager", "prometheus-operator")
 }
 
 // ParsePins reads a pin file of lines "name module version" ('#' starts a
@@ -107,4 +108,25 @@ func Amtool(t testing.TB) string {
 func Alertmanager(t testing.TB) string {
 	t.Helper()
 	return findPromstack(t, "alertmanager", "alertmanager")
+}
+
+// PrometheusOperator is the Prometheus Operator `make promstackbin` built.
+func PrometheusOperator(t testing.TB) string {
+	t.Helper()
+	return findPromstack(t, "prometheus-operator", "operator")
+}
+
+// PrometheusRelease is the release of the Prometheus the tests run, as its
+// VERSION file and the Operator's spec.version say it: module v0.316.0 is
+// release v3.16.0.
+func PrometheusRelease() (string, error) {
+	v, err := PromstackVersions()
+	if err != nil {
+		return "", err
+	}
+	var minor, patch int
+	if _, err := fmt.Sscanf(v["prometheus"], "v0.%d.%d", &minor, &patch); err != nil || minor < 300 {
+		return "", fmt.Errorf("prometheus module version %q is not v0.3xx.y", v["prometheus"])
+	}
+	return fmt.Sprintf("v%d.%d.%d", minor/100, minor%100, patch), nil
 }

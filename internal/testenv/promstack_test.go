@@ -26,3 +26,19 @@ func TestParsePins(t *testing.T) {
 		t.Errorf("PromstackVersions = %v, %v", pins, err)
 	}
 }
+
+func TestPrometheusRelease(t *testing.T) {
+	r, err := PrometheusRelease()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins, err := PromstackVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v0.316.0 is v3.16.0: the module's minor is the release's major and
+	// minor.
+	if want := "v3." + strings.TrimPrefix(strings.TrimPrefix(pins["prometheus"], "v0.3"), "0"); r != want {
+		t.Errorf("PrometheusRelease() = %q for module %s, want %q", r, pins["prometheus"], want)
+	}
+}
