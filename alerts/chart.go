@@ -32,6 +32,17 @@ var holeExpr = regexp.MustCompile(`^[$.\w]+$`)
 func safeHole(expr string) string { return "⟦" + checkHole(expr) + "⟧" }
 func textHole(expr string) string { return "⟪" + checkHole(expr) + "⟫" }
 
+// rawAction is a template action of the generator's own (a range over a
+// list of the values, its end), which HelmTemplate writes as it is.
+func rawAction(action string) string {
+	if !rawActionExpr.MatchString(action) {
+		panic(fmt.Sprintf("action %q: names, variables and := only", action))
+	}
+	return "⟨" + action + "⟩"
+}
+
+var rawActionExpr = regexp.MustCompile(`^[$.\w :=,]+$`)
+
 func checkHole(expr string) string {
 	if !holeExpr.MatchString(expr) {
 		panic(fmt.Sprintf("hole %q: a template pipeline of names only", expr))
@@ -74,7 +85,7 @@ func (s *Spec) AgentSelector(matchers ...string) string {
 }
 
 var (
-	hole = regexp.MustCompile(`⟦([^⟧]*)⟧|⟪([^⟫]*)⟫`)
+	hole = regexp.MustCompile(`⟦([^⟧]*)⟧|⟪([^⟫]*)⟫|⟨([^⟩]*)⟩`)
 	// A Prometheus or Grafana template of the text ({{ $labels.pod }},
 	// {{runtime_class}}), which Helm must print as it is.
 	foreignTemplate = regexp.MustCompile("\\{\\{[^{}`]*\\}\\}")
@@ -94,6 +105,8 @@ func HelmTemplate(text string, quoted bool) string {
 		switch {
 		case m[2] >= 0:
 			t.action(text[m[2]:m[3]])
+		case m[6] >= 0:
+			t.action(text[m[6]:m[7]])
 		case quoted:
 			t.action(text[m[4]:m[5]] + ` | toJson | trimPrefix "\"" | trimSuffix "\""`)
 		default:
@@ -285,17 +298,24 @@ value fails the rendering with its path. The templates read it as
 {{- $o := 0.0 }}
 {{- $n := 0.0 }}
 {{- $allowed := 0.0 }}
-{{- $d := dict }}`, leTable(), quotedList(names), strings.Join(names, ", "))
+{{- $d := dict }}
+{{- $classes := dict }}
+{{- $default := "" }}
+{{- $own := list }}
+{{- $ownText := list }}`, leTable(), quotedList(names), strings.Join(names, ", "))
 
 	for i := range s.SLOs {
 		slo := &s.SLOs[i]
 		path := "monitoring.slos." + slo.Name
-		var fields []string
+		// fields are those an SLO must hold, allowed those it may.
+		var fields, allowed []string
 		var what string
 		if slo.Latency != nil {
 			fields, what = []string{"objective", "threshold", "minEvents"}, "of "+slo.Latency.Histogram
+			allowed = append(slices.Clone(fields), "classThresholds")
 		} else {
 			fields, what = []string{"objective", "minEvents"}, "of "+slo.Success.Successes+" and "+slo.Success.Failures
+			allowed = fields
 		}
 		w(`{{- /* %s: %s, %s, over %s */}}
 {{- $s = get $v.slos %q }}
@@ -322,7 +342,7 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "%s.minEvents: %%s is not a positive integer" (toJson $s.minEvents)) }}
 {{- end }}`,
 			slo.Name, slo.Title, what, modelDuration(slo.window), slo.Name,
-			path, englishList(fields), quotedList(fields), path, englishList(fields),
+			path, englishList(fields), quotedList(allowed), path, englishList(allowed),
 			path, path, path, path)
 		for _, bw := range BurnWindows {
 			if bw.Severity != "critical" {
@@ -344,7 +364,43 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "%s.threshold: %%s is not a bucket bound of %s; the bounds are %s" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
-{{- $_ = set $d "le" (get $le $s.threshold) }}`, path, slo.Latency.Histogram, strings.Join(bucketDurations(), ", "))
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "%s.classThresholds: %%s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "%s.classThresholds: %%s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list %s)) }}
+{{- fail (printf "%s.classThresholds: %%s is not one of %s" (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "%s.classThresholds.%%s: give at least one class and its threshold" $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch %s $class) }}
+{{- fail (printf "%s.classThresholds.%%s.%%s: %%s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "%s.classThresholds.%%s.%%s: %%s is not a bucket bound of %s" $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%%s,%%s!=%%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%%s=%%s,%%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%%s for %%s %%s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%%s (%%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}`, path, slo.Latency.Histogram, strings.Join(bucketDurations(), ", "),
+				path, path, quotedList(ClassLabels), path, strings.Join(ClassLabels, ", "), path,
+				"`"+className.String()+"`", path, path, slo.Latency.Histogram)
 		}
 		w(`{{- $_ = set $slos %q $d }}`, slo.Name)
 	}
@@ -500,8 +556,11 @@ monitoring:
   # Each SLO of alerts/slos.yaml by name: its objective (percent of good
   # events); the threshold of a latency SLO, which must be a bucket bound:
   #   %s;
-  # and minEvents, the events an alert's long window must hold before it
-  # may fire (the rendering fails when one bad event would page).
+  # minEvents, the events an alert's long window must hold before it
+  # may fire (the rendering fails when one bad event would page); and
+  # classThresholds, the thresholds of the classes of one label that have
+  # one of their own, e.g. {runtime_class: {kata: 20s}}: a kata sandbox is
+  # good within 20s, any other within the threshold.
   slos:`, yamlString(c.ClusterLabel), yamlString(c.Cluster), yamlString(c.ExporterSelector), yamlString(c.AgentSelector),
 		yamlString(c.RunbookURL), yamlString(c.GrafanaURL), strings.Join(AlertLabels, ", "), strings.Join(SeriesLabels, ", "), flowMap(c.AlertLabels),
 		wrapAlertNames(s.alertNames()), flowList(c.DisabledAlerts), wrapList(bucketDurations()))
@@ -514,14 +573,30 @@ monitoring:
 			w("      threshold: %s", yamlString(slo.Latency.Threshold))
 		}
 		w("      minEvents: %d", slo.MinEvents)
+		if slo.Latency != nil {
+			w("      classThresholds: %s", classThresholdsYAML(slo.Latency.ClassThresholds))
+		}
 	}
 	w("%s", valuesEnd)
 	return []byte(b.String())
 }
 
+// classThresholdsYAML prints an SLO's classThresholds as a YAML flow map.
+func classThresholdsYAML(m map[string]map[string]string) string {
+	var labels []string
+	for _, label := range slices.Sorted(maps.Keys(m)) {
+		var classes []string
+		for _, class := range slices.Sorted(maps.Keys(m[label])) {
+			classes = append(classes, yamlString(class)+": "+yamlString(m[label][class]))
+		}
+		labels = append(labels, label+": {"+strings.Join(classes, ", ")+"}")
+	}
+	return "{" + strings.Join(labels, ", ") + "}"
+}
+
 func goodPhrase(slo *SLO) string {
 	if slo.Latency != nil {
-		return slo.Events + " within " + slo.Latency.Threshold
+		return slo.Events + " within " + slo.ThresholdText()
 	}
 	return slo.Events + " not " + slo.Success.Failure
 }

@@ -220,6 +220,24 @@ monitoring:
 			"PodsloExporterDown":                     {"team: platform"},
 		},
 	}, {
+		name: "class thresholds",
+		values: `
+monitoring:
+  slos:
+    sandbox_creation_latency:
+      classThresholds: {runtime_class: {kata: 20s, gvisor: 10s}}
+    readiness_latency:
+      classThresholds: {storage_class: {ebs: 1m}}
+`,
+		spec: func(s *Spec) {
+			s.SLOs[0].Latency.ClassThresholds = map[string]map[string]string{"runtime_class": {"kata": "20s", "gvisor": "10s"}}
+			s.SLOs[3].Latency.ClassThresholds = map[string]map[string]string{"storage_class": {"ebs": "1m"}}
+		},
+		want: map[string][]string{
+			"PodsloSandboxCreationLatencyBudgetBurn": {"were slower than 5s (10s for runtime_class gvisor, 20s for runtime_class kata)"},
+			"PodsloReadinessLatencyBudgetBurn":       {"slower than 30s (1m for storage_class ebs)"},
+		},
+	}, {
 		name:   "no agent",
 		values: "monitoring: {agentSelector: \"\"}\n",
 		spec:   func(s *Spec) { s.Config.AgentSelector = "" },

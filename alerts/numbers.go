@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"strconv"
+	"strings"
 )
 
 // The numbers the rules and dashboards print from an SLO's objective are
@@ -116,18 +117,53 @@ func (slo *SLO) MinEventsText() string {
 	return strconv.Itoa(slo.MinEvents)
 }
 
-// ThresholdText is a latency SLO's threshold as written, e.g. 5s.
+// ThresholdText is a latency SLO's threshold as written, e.g. 5s, and the
+// classes' own: 5s (20s for runtime_class kata).
 func (slo *SLO) ThresholdText() string {
 	if slo.chart {
-		return safeHole(slo.slosKey("threshold"))
+		return textHole(slo.slosKey("thresholdText"))
 	}
-	return slo.Latency.Threshold
+	l := slo.Latency
+	if len(l.classThresholds) == 0 {
+		return l.Threshold
+	}
+	own := make([]string, len(l.classThresholds))
+	for i, c := range l.classThresholds {
+		own[i] = c.threshold + " for " + c.label + " " + c.class
+	}
+	return l.Threshold + " (" + strings.Join(own, ", ") + ")"
 }
 
-// LeMatcher matches the bucket of a latency SLO's threshold.
-func (slo *SLO) LeMatcher() string {
-	if slo.chart {
-		return textHole(slo.slosKey("le"))
+// goodMatchers are the bucket matchers of a latency SLO's good events, each
+// the matchers of one selector, joined by commas: the threshold's bucket of
+// every class without a threshold of its own, then each class's own.
+func (slo *SLO) goodMatchers() []string {
+	l := slo.Latency
+	def := []string{LeMatcher(l.threshold.Seconds())}
+	var own []string
+	for _, c := range l.classThresholds {
+		def = append(def, fmt.Sprintf("%s!=%q", c.label, c.class))
+		own = append(own, fmt.Sprintf("%s=%q,%s", c.label, c.class, LeMatcher(c.seconds)))
 	}
-	return LeMatcher(slo.Latency.threshold.Seconds())
+	return append([]string{strings.Join(def, ",")}, own...)
+}
+
+// GoodBuckets is the PromQL of a latency SLO's good events: fn (increase,
+// rate) over window of the buckets of its thresholds, one selector each,
+// joined by or, which a sum by class adds up. selector makes the selector
+// of extra matchers. Each class label value selects one of them, so no
+// event is counted twice.
+func (slo *SLO) GoodBuckets(fn string, selector func(...string) string, window string) string {
+	term := func(good string) string {
+		return fmt.Sprintf("%s(%s_bucket%s[%s])", fn, slo.Latency.Histogram, selector(good), window)
+	}
+	if slo.chart {
+		return rawAction("range $i, $good := "+slo.slosKey("good")) + rawAction("if $i") + " or " + rawAction("end") +
+			term(textHole("$good")) + rawAction("end")
+	}
+	terms := []string{}
+	for _, g := range slo.goodMatchers() {
+		terms = append(terms, term(g))
+	}
+	return strings.Join(terms, " or ")
 }

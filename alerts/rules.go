@@ -135,7 +135,9 @@ func (s *Spec) errorRatio(slo *SLO, class string, window time.Duration) string {
 	sel := s.Selector(slo.Matchers...)
 	if l := slo.Latency; l != nil {
 		count := fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, sel, w)
-		good := fmt.Sprintf("%s (increase(%s_bucket%s[%s]))", by, l.Histogram, s.Selector(append(slices.Clone(slo.Matchers), slo.LeMatcher())...), w)
+		good := fmt.Sprintf("%s (%s)", by, slo.GoodBuckets("increase", func(good ...string) string {
+			return s.Selector(append(slices.Clone(slo.Matchers), good...)...)
+		}, w))
 		return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s", count, good, count)
 	}
 	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, sel, w)

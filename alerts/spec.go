@@ -125,8 +125,21 @@ type SLO struct {
 type Latency struct {
 	Histogram string `json:"histogram"`
 	Threshold string `json:"threshold"`
+	// ClassThresholds gives classes of one label a threshold of their own,
+	// e.g. {runtime_class: {kata: 20s}}: a microVM's sandbox is good
+	// within 20s while every other class keeps Threshold (KEP-3085,
+	// stories 2 and 3). One label only, so that every pod has exactly one
+	// threshold.
+	ClassThresholds map[string]map[string]string `json:"classThresholds,omitempty"`
 
-	threshold time.Duration
+	threshold       time.Duration
+	classThresholds []classThreshold
+}
+
+// classThreshold is one class's own threshold, parsed.
+type classThreshold struct {
+	label, class, threshold string
+	seconds                 float64
 }
 
 // Success is an SLI of two counters: good events and failed ones.
@@ -176,6 +189,9 @@ var (
 	// A metric name that must not be a PromQL expression: the generator
 	// appends _bucket and _count, and adds matchers.
 	metricName = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+	// The value of a class label: a RuntimeClass's or StorageClass's name
+	// (a DNS subdomain name), or "none". It needs no escaping in PromQL.
+	className = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`)
 )
 
 // Validate checks the specification and fills in the parsed durations. It
@@ -334,6 +350,38 @@ func (l *Latency) validate() []error {
 			l.Threshold, l.Histogram, strings.Join(bounds, ", ")))
 	}
 	l.threshold = d
+	l.classThresholds = nil
+	if len(l.ClassThresholds) > 1 {
+		errs = append(errs, fmt.Errorf("latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold",
+			strings.Join(slices.Sorted(maps.Keys(l.ClassThresholds)), ", ")))
+	}
+	for _, label := range slices.Sorted(maps.Keys(l.ClassThresholds)) {
+		if !slices.Contains(ClassLabels, label) {
+			errs = append(errs, fmt.Errorf("latency.classThresholds: %q is not one of %s", label, strings.Join(ClassLabels, ", ")))
+			continue
+		}
+		classes := l.ClassThresholds[label]
+		if len(classes) == 0 {
+			errs = append(errs, fmt.Errorf("latency.classThresholds.%s: give at least one class and its threshold", label))
+		}
+		for _, class := range slices.Sorted(maps.Keys(classes)) {
+			where := "latency.classThresholds." + label + "." + class
+			if !className.MatchString(class) {
+				errs = append(errs, fmt.Errorf("%s: %q is not the name of a class (a DNS subdomain name, or none)", where, class))
+				continue
+			}
+			d, err := parseDuration(classes[class])
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", where, err))
+				continue
+			}
+			if !slices.Contains(Buckets, d.Seconds()) {
+				errs = append(errs, fmt.Errorf("%s: %s is not a bucket bound of %s", where, classes[class], l.Histogram))
+				continue
+			}
+			l.classThresholds = append(l.classThresholds, classThreshold{label: label, class: class, threshold: classes[class], seconds: d.Seconds()})
+		}
+	}
 	return errs
 }
 

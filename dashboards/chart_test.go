@@ -96,7 +96,7 @@ monitoring:
   exporterSelector: job=~"podslo-(exporter|x)",team="a\\b"
   agentSelector: ""
   slos:
-    sandbox_creation_latency: {objective: 99.5, threshold: 10s, minEvents: 40}
+    sandbox_creation_latency: {objective: 99.5, threshold: 10s, minEvents: 40, classThresholds: {runtime_class: {kata: 20s}}}
     sandbox_creation_success: {objective: 95}
 `), 0o644))
 	cms := renderedDashboards(t, "-f", values)
@@ -105,6 +105,7 @@ monitoring:
 	spec.Config.ClusterLabel = "k8s_cluster"
 	spec.Config.ExporterSelector, spec.Config.AgentSelector = `job=~"podslo-(exporter|x)",team="a\\b"`, ""
 	spec.SLOs[0].Objective, spec.SLOs[0].Latency.Threshold, spec.SLOs[0].MinEvents = 99.5, "10s", 40
+	spec.SLOs[0].Latency.ClassThresholds = map[string]map[string]string{"runtime_class": {"kata": "20s"}}
 	spec.SLOs[1].Objective = 95
 	require.NoError(t, spec.Validate())
 	want, err := Generate(spec)
@@ -127,11 +128,12 @@ monitoring:
 	for _, s := range []string{
 		`label_values(podslo_build_info{job=~\"podslo-(exporter|x)\",team=\"a\\\\b\"}, k8s_cluster)`,
 		`k8s_cluster_runtime_class:podslo_sandbox_creation_latency_errors:ratio_rate1h{k8s_cluster=~\"$cluster\", runtime_class=~\"$runtime_class\"} / scalar(max(slo:podslo_error_budget:ratio{slo=\"sandbox_creation_latency\"}))`,
-		`le=~\"10(\\\\.0)?\"`,
-		`"title": "sandbox creations within 10s"`,
+		`le=~\"10(\\\\.0)?\",runtime_class!=\"kata\"`,
+		`runtime_class=\"kata\",le=~\"20(\\\\.0)?\"`,
+		`"title": "sandbox creations within 10s (20s for runtime_class kata)"`,
 		`"value": 0.995`,
 		`"value": 0.95`,
-		`Sandbox creation latency: 99.5% within 10s over 30d`,
+		`Sandbox creation latency: 99.5% within 10s (20s for runtime_class kata) over 30d`,
 		`the share of the 30d error budget (5%) not yet spent`,
 		`podslo_agent_probe_workers{k8s_cluster=~\"$cluster\"}`,
 	} {

@@ -81,8 +81,8 @@ func quantiles(title, description, histogram, filter string, size panelSize) *ti
 // threshold, with the objective as a threshold line.
 func withinThreshold(slo *alerts.SLO, filter func(...string) string, size panelSize) *timeseries.PanelBuilder {
 	l := slo.Latency
-	expr := fmt.Sprintf("sum by (runtime_class, storage_class) (rate(%s_bucket%s[$__rate_interval]))\n/\nsum by (runtime_class, storage_class) (rate(%s_count%s[$__rate_interval]))",
-		l.Histogram, filter(slo.LeMatcher()), l.Histogram, filter())
+	expr := fmt.Sprintf("sum by (runtime_class, storage_class) (%s)\n/\nsum by (runtime_class, storage_class) (rate(%s_count%s[$__rate_interval]))",
+		slo.GoodBuckets("rate", filter, "$__rate_interval"), l.Histogram, filter())
 	return timeseriesPanel(fmt.Sprintf("%s within %s", slo.Events, slo.ThresholdText()),
 		fmt.Sprintf("Share of %s within %s, the threshold of the %s SLO, per runtime and storage class. The red line is its objective, %s%%.", slo.Events, slo.ThresholdText(), slo.Title, slo.ObjectiveText()),
 		"percentunit", size, q(expr, "{{runtime_class}} / {{storage_class}}")).

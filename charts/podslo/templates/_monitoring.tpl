@@ -91,14 +91,18 @@ value fails the rendering with its path. The templates read it as
 {{- $n := 0.0 }}
 {{- $allowed := 0.0 }}
 {{- $d := dict }}
+{{- $classes := dict }}
+{{- $default := "" }}
+{{- $own := list }}
+{{- $ownText := list }}
 {{- /* sandbox_creation_latency: Sandbox creation latency, of podslo_sandbox_creation_duration_seconds, over 30d */}}
 {{- $s = get $v.slos "sandbox_creation_latency" }}
 {{- if not (kindIs "map" $s) }}
 {{- fail "monitoring.slos.sandbox_creation_latency: must hold objective, threshold and minEvents" }}
 {{- end }}
 {{- range $field, $_ := $s }}
-{{- if not (has $field (list "objective" "threshold" "minEvents")) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.%s: no such field; it has objective, threshold and minEvents" $field) }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
@@ -132,7 +136,41 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.slos.sandbox_creation_latency.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
-{{- $_ = set $d "le" (get $le $s.threshold) }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
 {{- $_ = set $slos "sandbox_creation_latency" $d }}
 {{- /* sandbox_creation_success: Sandbox creation success, of podslo_sandbox_creation_duration_seconds_count and podslo_sandbox_creation_timeouts_total, over 30d */}}
 {{- $s = get $v.slos "sandbox_creation_success" }}
@@ -178,8 +216,8 @@ value fails the rendering with its path. The templates read it as
 {{- fail "monitoring.slos.termination_latency: must hold objective, threshold and minEvents" }}
 {{- end }}
 {{- range $field, $_ := $s }}
-{{- if not (has $field (list "objective" "threshold" "minEvents")) }}
-{{- fail (printf "monitoring.slos.termination_latency.%s: no such field; it has objective, threshold and minEvents" $field) }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "monitoring.slos.termination_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
@@ -213,7 +251,41 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.slos.termination_latency.threshold: %s is not a bucket bound of podslo_termination_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
-{{- $_ = set $d "le" (get $le $s.threshold) }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "monitoring.slos.termination_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "monitoring.slos.termination_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "monitoring.slos.termination_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "monitoring.slos.termination_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "monitoring.slos.termination_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "monitoring.slos.termination_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_termination_duration_seconds" $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
 {{- $_ = set $slos "termination_latency" $d }}
 {{- /* readiness_latency: Readiness latency, of podslo_readiness_duration_seconds, over 30d */}}
 {{- $s = get $v.slos "readiness_latency" }}
@@ -221,8 +293,8 @@ value fails the rendering with its path. The templates read it as
 {{- fail "monitoring.slos.readiness_latency: must hold objective, threshold and minEvents" }}
 {{- end }}
 {{- range $field, $_ := $s }}
-{{- if not (has $field (list "objective" "threshold" "minEvents")) }}
-{{- fail (printf "monitoring.slos.readiness_latency.%s: no such field; it has objective, threshold and minEvents" $field) }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "monitoring.slos.readiness_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
@@ -256,7 +328,41 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.slos.readiness_latency.threshold: %s is not a bucket bound of podslo_readiness_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
-{{- $_ = set $d "le" (get $le $s.threshold) }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "monitoring.slos.readiness_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "monitoring.slos.readiness_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "monitoring.slos.readiness_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "monitoring.slos.readiness_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "monitoring.slos.readiness_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "monitoring.slos.readiness_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_readiness_duration_seconds" $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
 {{- $_ = set $slos "readiness_latency" $d }}
 {{- /* runc_sandbox_creation_latency: runc sandbox creation latency, of podslo_sandbox_creation_duration_seconds, over 30d */}}
 {{- $s = get $v.slos "runc_sandbox_creation_latency" }}
@@ -264,8 +370,8 @@ value fails the rendering with its path. The templates read it as
 {{- fail "monitoring.slos.runc_sandbox_creation_latency: must hold objective, threshold and minEvents" }}
 {{- end }}
 {{- range $field, $_ := $s }}
-{{- if not (has $field (list "objective" "threshold" "minEvents")) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.%s: no such field; it has objective, threshold and minEvents" $field) }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
@@ -299,7 +405,41 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
-{{- $_ = set $d "le" (get $le $s.threshold) }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
 {{- $_ = set $slos "runc_sandbox_creation_latency" $d }}
 {{- /* pod_startup_latency: Pod start-up latency, of podslo_startup_sli_duration_seconds, over 30d */}}
 {{- $s = get $v.slos "pod_startup_latency" }}
@@ -307,8 +447,8 @@ value fails the rendering with its path. The templates read it as
 {{- fail "monitoring.slos.pod_startup_latency: must hold objective, threshold and minEvents" }}
 {{- end }}
 {{- range $field, $_ := $s }}
-{{- if not (has $field (list "objective" "threshold" "minEvents")) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.%s: no such field; it has objective, threshold and minEvents" $field) }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
@@ -342,7 +482,41 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.slos.pod_startup_latency.threshold: %s is not a bucket bound of podslo_startup_sli_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
-{{- $_ = set $d "le" (get $le $s.threshold) }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_startup_sli_duration_seconds" $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
 {{- $_ = set $slos "pod_startup_latency" $d }}
 {{- toYaml $m }}
 {{- end }}
