@@ -273,10 +273,10 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.disabledAlerts: %%s is no alert; the alerts are %s" (toJson $a)) }}
 {{- end }}
 {{- end }}
-{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) "alertLabels" $v.alertLabels "disabledAlerts" $v.disabledAlerts }}
+{{- $m := dict "longestWindow" %q "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) "alertLabels" $v.alertLabels "disabledAlerts" $v.disabledAlerts }}
 {{- if $agentSelector }}
 {{- $_ := set $m "agentMatchers" (printf "%%s, " $agentSelector) }}
-{{- end }}`, quotedList(AlertLabels), quotedList(AlertLabels), quotedList(SeriesLabels), quotedList(s.alertNames()), strings.Join(s.alertNames(), ", "))
+{{- end }}`, quotedList(AlertLabels), quotedList(AlertLabels), quotedList(SeriesLabels), quotedList(s.alertNames()), strings.Join(s.alertNames(), ", "), s.longestWindow())
 
 	var names []string
 	for _, slo := range s.SLOs {
@@ -407,6 +407,15 @@ value fails the rendering with its path. The templates read it as
 	w(`{{- toYaml $m }}
 {{- end }}`)
 	return []byte(b.String())
+}
+
+// longestWindow is the longest SLO window: the retention the rules need.
+func (s *Spec) longestWindow() string {
+	var longest time.Duration
+	for _, slo := range s.SLOs {
+		longest = max(longest, slo.window)
+	}
+	return modelDuration(longest)
 }
 
 // leTable is the template dict of each threshold a chart user may write

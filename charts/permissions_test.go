@@ -91,6 +91,11 @@ func TestNotesTellTheStateIsKept(t *testing.T) {
 		{"existing claim", []string{"--set", "exporter.persistence.existingClaim=mine"}, []string{
 			"your PersistentVolumeClaim mine.",
 		}},
+		// The retention the SLO rules need, where they are installed.
+		{"rules", []string{"--set", "prometheusOperator=true"}, []string{
+			"The SLO rules (PrometheusRule podslo-rules) compute each SLO's attainment and error budget over its window, up to 30d, from the raw series:",
+			"the Prometheus that evaluates them must keep 30d (kube-prometheus-stack keeps 10d unless prometheus.prometheusSpec.retention says more)",
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Run(helm(t), append([]string{"install", "podslo", ChartDir(), "--namespace", "monitoring", "--dry-run=client"}, tc.args...)...)

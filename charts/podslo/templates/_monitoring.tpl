@@ -70,7 +70,7 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "monitoring.disabledAlerts: %s is no alert; the alerts are PodsloSandboxCreationLatencyBudgetBurn, PodsloSandboxCreationSuccessBudgetBurn, PodsloTerminationLatencyBudgetBurn, PodsloReadinessLatencyBudgetBurn, PodsloRuncSandboxCreationLatencyBudgetBurn, PodsloPodStartupLatencyBudgetBurn, PodsloSandboxCreationStuck, PodsloTerminationStuck, PodsloExporterDown, PodsloExporterInstanceDown, PodsloAgentDown, PodsloAgentDownOnNode, PodsloStoreErrors, PodsloStateNotWritable, PodsloPodWatchNotCurrent, PodsloNetworkPolicyUnsupported, PodsloNetworkPolicyProblem" (toJson $a)) }}
 {{- end }}
 {{- end }}
-{{- $m := dict "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) "alertLabels" $v.alertLabels "disabledAlerts" $v.disabledAlerts }}
+{{- $m := dict "longestWindow" "30d" "clusterLabel" $v.clusterLabel "cluster" $v.cluster "exporterSelector" $v.exporterSelector "agentSelector" $agentSelector "agentMatchers" "" "runbookURL" $v.runbookURL "grafanaURL" (trimSuffix "/" $v.grafanaURL) "alertLabels" $v.alertLabels "disabledAlerts" $v.disabledAlerts }}
 {{- if $agentSelector }}
 {{- $_ := set $m "agentMatchers" (printf "%s, " $agentSelector) }}
 {{- end }}
