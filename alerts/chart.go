@@ -2,6 +2,7 @@ package alerts
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"maps"
@@ -64,8 +65,40 @@ func (s *Spec) ForChart() *Spec {
 	for i := range c.SLOs {
 		c.SLOs[i].chart = true
 		c.SLOs[i].sentinel = -float64(1001 + i)
+		c.SLOs[i].keys = "$m.slos." + c.SLOs[i].Name
 	}
 	return &c
+}
+
+// The chart's extra SLOs (monitoring.extraSLOs) are each made from an SLO
+// of slos.yaml: its SLI, classes, window and dashboard, narrowed by
+// matchers of their own, with their own name, alert, title and numbers.
+// Their rules are that SLO's, written once more with holes for what an
+// extra SLO sets, in a range over the extra SLOs made from it.
+
+// extraTemplate is the SLO whose rules the chart writes for every extra
+// SLO made from slo, reading it as $x.
+func extraTemplate(slo SLO) *SLO {
+	x := slo
+	x.Name = safeHole("$x.name")
+	x.Alert = safeHole("$x.alert")
+	x.Title = textHole("$x.title")
+	x.Matchers = append(slices.Clone(slo.Matchers), textHole("$x.matchers"))
+	x.Runbook = cmp.Or(slo.Runbook, slo.Alert)
+	x.keys = "$x"
+	return &x
+}
+
+// extraRange opens and closes the range of the extra SLOs made from slo
+// around groups.
+func extraRange(slo *SLO, groups []RuleGroup) []RuleGroup {
+	if len(groups) == 0 {
+		return groups
+	}
+	groups = slices.Clone(groups)
+	groups[0].before = fmt.Sprintf("{{- range $_, $x := $m.extraSLOs }}\n{{- if eq $x.from %q }}\n", slo.Name)
+	groups[len(groups)-1].after = "{{- end }}\n{{- end }}\n"
+	return groups
 }
 
 // chartAgentSelector is the chart's condition for the agent's alerts.
@@ -302,108 +335,96 @@ value fails the rendering with its path. The templates read it as
 {{- $classes := dict }}
 {{- $default := "" }}
 {{- $own := list }}
-{{- $ownText := list }}`, leTable(), quotedList(names), strings.Join(names, ", "))
+{{- $ownText := list }}
+{{- $path := "" }}`, leTable(), quotedList(names), strings.Join(names, ", "))
 
 	for i := range s.SLOs {
 		slo := &s.SLOs[i]
-		path := "monitoring.slos." + slo.Name
-		// fields are those an SLO must hold, allowed those it may.
-		var fields, allowed []string
-		var what string
-		if slo.Latency != nil {
-			fields, what = []string{"objective", "threshold", "minEvents"}, "of "+slo.Latency.Histogram
-			allowed = append(slices.Clone(fields), "classThresholds")
-		} else {
-			fields, what = []string{"objective", "minEvents"}, "of "+slo.Success.Successes+" and "+slo.Success.Failures
-			allowed = fields
-		}
+		fields, allowed, what := sloFields(slo)
 		w(`{{- /* %s: %s, %s, over %s */}}
+{{- $path = %q }}
 {{- $s = get $v.slos %q }}
 {{- if not (kindIs "map" $s) }}
-{{- fail "%s: must hold %s" }}
+{{- fail (printf "%%s: must hold %s" $path) }}
 {{- end }}
 {{- range $field, $_ := $s }}
 {{- if not (has $field (list %s)) }}
-{{- fail (printf "%s.%%s: no such field; it has %s" $field) }}
+{{- fail (printf "%%s.%%s: no such field; it has %s" $path $field) }}
 {{- end }}
-{{- end }}
-{{- if not (has (kindOf $s.objective) $numbers) }}
-{{- fail (printf "%s.objective: %%s is not a number" (toJson $s.objective)) }}
-{{- end }}
-{{- $o = float64 $s.objective }}
-{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
-{{- fail (printf "%s.objective: %%v is not a percentage strictly between 0 and 100" $o) }}
-{{- end }}
-{{- if not (has (kindOf $s.minEvents) $numbers) }}
-{{- fail (printf "%s.minEvents: %%s is not a number" (toJson $s.minEvents)) }}
-{{- end }}
-{{- $n = float64 $s.minEvents }}
-{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
-{{- fail (printf "%s.minEvents: %%s is not a positive integer" (toJson $s.minEvents)) }}
-{{- end }}`,
-			slo.Name, slo.Title, what, modelDuration(slo.window), slo.Name,
-			path, englishList(fields), quotedList(allowed), path, englishList(allowed),
-			path, path, path, path)
-		for _, bw := range BurnWindows {
-			if bw.Severity != "critical" {
-				continue
-			}
-			// Validate's check: one bad event among minEvents must stay
-			// below every paging threshold.
-			w(`{{- $allowed = mulf %s (divf (subf 100 $o) 100) }}
-{{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "%s.minEvents: %%v lets one bad event page through the %s/%s alert (1/%%v > %%.4g); use at least %%v" $n $n $allowed (ceil (divf 1 $allowed))) }}
-{{- end }}`, formatFloat(bw.Factor(slo.window)), path, modelDuration(bw.Long), modelDuration(bw.Short))
-		}
-		w(`{{- $d = dict "objective" (printf "%%v" $o) "objectiveRatio" (printf "%%v" (divf $o 100)) "errorBudgetPercent" (printf "%%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%%v" $n) }}`)
-		for _, bw := range BurnWindows {
-			w(`{{- $_ = set $d %q (printf "%%v" (round (mulf %s (subf 100 $o)) 3)) }}`, burnPercentKey(bw), formatFloat(bw.Factor(slo.window)))
-		}
-		if slo.Latency != nil {
-			w(`{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "%s.threshold: %%s is not a bucket bound of %s; the bounds are %s" (toJson $s.threshold)) }}
-{{- end }}
-{{- $_ = set $d "threshold" $s.threshold }}
-{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
-{{- $classes = $s.classThresholds | default dict }}
-{{- if not (kindIs "map" $classes) }}
-{{- fail (printf "%s.classThresholds: %%s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
-{{- end }}
-{{- if gt (len $classes) 1 }}
-{{- fail (printf "%s.classThresholds: %%s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
-{{- end }}
-{{- $default = get $le $s.threshold }}
-{{- $own = list }}
-{{- $ownText = list }}
-{{- range $label, $byClass := $classes }}
-{{- if not (has $label (list %s)) }}
-{{- fail (printf "%s.classThresholds: %%s is not one of %s" (toJson $label)) }}
-{{- end }}
-{{- if not (and (kindIs "map" $byClass) $byClass) }}
-{{- fail (printf "%s.classThresholds.%%s: give at least one class and its threshold" $label) }}
-{{- end }}
-{{- range $class, $t := $byClass }}
-{{- if not (regexMatch %s $class) }}
-{{- fail (printf "%s.classThresholds.%%s.%%s: %%s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
-{{- end }}
-{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
-{{- fail (printf "%s.classThresholds.%%s.%%s: %%s is not a bucket bound of %s" $label $class (toJson $t)) }}
-{{- end }}
-{{- $default = printf "%%s,%%s!=%%s" $default $label (quote $class) }}
-{{- $own = append $own (printf "%%s=%%s,%%s" $label (quote $class) (get $le $t)) }}
-{{- $ownText = append $ownText (printf "%%s for %%s %%s" $t $label $class) }}
-{{- end }}
-{{- end }}
-{{- $_ = set $d "good" (prepend $own $default) }}
-{{- $_ = set $d "thresholdText" $s.threshold }}
-{{- if $ownText }}
-{{- $_ = set $d "thresholdText" (printf "%%s (%%s)" $s.threshold (join ", " $ownText)) }}
-{{- end }}`, path, slo.Latency.Histogram, strings.Join(bucketDurations(), ", "),
-				path, path, quotedList(ClassLabels), path, strings.Join(ClassLabels, ", "), path,
-				"`"+className.String()+"`", path, path, slo.Latency.Histogram)
-		}
+{{- end }}`, slo.Name, slo.Title, what, modelDuration(slo.window), "monitoring.slos."+slo.Name, slo.Name,
+			englishList(fields), quotedList(allowed), englishList(allowed))
+		sloBlock(w, slo)
 		w(`{{- $_ = set $slos %q $d }}`, slo.Name)
 	}
+
+	// The extra SLOs, each checked as the SLO it is made from, whose
+	// numbers it takes where it sets none of its own.
+	builtin := make([]string, len(s.SLOs))
+	for i, slo := range s.SLOs {
+		builtin[i] = slo.Name
+	}
+	w(`{{- $extras := dict }}
+{{- $_ = set $m "extraSLOs" $extras }}
+{{- if not (kindIs "map" $v.extraSLOs) }}
+{{- fail "monitoring.extraSLOs: must map the name of each extra SLO to its definition" }}
+{{- end }}
+{{- $alerts := list %s }}
+{{- range $name, $x := $v.extraSLOs }}
+{{- $path = printf "monitoring.extraSLOs.%%s" $name }}
+{{- if not (regexMatch %s $name) }}
+{{- fail (printf "%%s: the name is not snake_case" $path) }}
+{{- end }}
+{{- if has $name (list %s) }}
+{{- fail (printf "%%s: alerts/slos.yaml has an SLO of that name" $path) }}
+{{- end }}
+{{- if not (kindIs "map" $x) }}
+{{- fail (printf "%%s: must hold from, alert, title and matchers" $path) }}
+{{- end }}
+{{- if not (and (kindIs "string" $x.alert) (regexMatch %s $x.alert) (hasPrefix "Podslo" $x.alert)) }}
+{{- fail (printf "%%s.alert: %%s is not a CamelCase name starting with Podslo" $path (toJson $x.alert)) }}
+{{- end }}
+{{- if has $x.alert $alerts }}
+{{- fail (printf "%%s.alert: %%s is already an alert's name" $path $x.alert) }}
+{{- end }}
+{{- $alerts = append $alerts $x.alert }}
+{{- if not (and (kindIs "string" $x.title) $x.title) }}
+{{- fail (printf "%%s.title: must be a string, the SLO's name on dashboards and in alert summaries" $path) }}
+{{- end }}
+{{- if not (and (kindIs "slice" $x.matchers) $x.matchers) }}
+{{- fail (printf "%%s.matchers: give the PromQL label matchers that narrow it, e.g. [runtime_class=\"kata\"]" $path) }}
+{{- end }}
+{{- range $x.matchers }}
+{{- if not (and (kindIs "string" .) (regexMatch %s .)) }}
+{{- fail (printf "%%s.matchers: %%s is not a PromQL label matcher such as runtime_class=\"runc\"" $path (toJson .)) }}
+{{- end }}
+{{- end }}`, quotedList(s.alertNames()), "`"+sloName.String()+"`", quotedList(builtin), "`"+alertName.String()+"`", "`"+labelMatcher.String()+"`")
+	for i := range s.SLOs {
+		slo := &s.SLOs[i]
+		fields, allowed, _ := sloFields(slo)
+		cond := "else if"
+		if i == 0 {
+			cond = "if"
+		}
+		w(`{{- %s eq $x.from %q }}
+{{- $s = merge (omit $x "from" "alert" "title" "matchers") (deepCopy (get $v.slos %q)) }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list %s)) }}
+{{- fail (printf "%%s.%%s: no such field; it has from, alert, title, matchers and %s" $path $field) }}
+{{- end }}
+{{- end }}`, cond, slo.Name, slo.Name, quotedList(allowed), englishList(allowed))
+		_ = fields
+		sloBlock(w, slo)
+	}
+	w(`{{- else }}
+{{- fail (printf "%%s.from: %%s is not an SLO of alerts/slos.yaml; they are %s" $path (toJson $x.from)) }}
+{{- end }}
+{{- $_ = set $d "name" $name }}
+{{- $_ = set $d "alert" $x.alert }}
+{{- $_ = set $d "title" $x.title }}
+{{- $_ = set $d "from" $x.from }}
+{{- $_ = set $d "matchers" (join "," $x.matchers) }}
+{{- $_ = set $extras $name $d }}
+{{- end }}`, strings.Join(builtin, ", "))
 	w(`{{- toYaml $m }}
 {{- end }}`)
 	return []byte(b.String())
@@ -416,6 +437,96 @@ func (s *Spec) longestWindow() string {
 		longest = max(longest, slo.window)
 	}
 	return modelDuration(longest)
+}
+
+// sloFields are the values an SLO must hold, those it may, and what it
+// measures.
+func sloFields(slo *SLO) (fields, allowed []string, what string) {
+	if slo.Latency != nil {
+		fields = []string{"objective", "threshold", "minEvents"}
+		return fields, append(slices.Clone(fields), "classThresholds"), "of " + slo.Latency.Histogram
+	}
+	fields = []string{"objective", "minEvents"}
+	return fields, fields, "of " + slo.Success.Successes + " and " + slo.Success.Failures
+}
+
+// sloBlock writes the template that checks the values $s of an SLO like
+// slo (its kind, its window), named $path in messages, and derives $d
+// from them: what the holes of its rules read.
+func sloBlock(w func(string, ...any), slo *SLO) {
+	w(`{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "%%s.objective: %%s is not a number" $path (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "%%s.objective: %%v is not a percentage strictly between 0 and 100" $path $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "%%s.minEvents: %%s is not a number" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "%%s.minEvents: %%s is not a positive integer" $path (toJson $s.minEvents)) }}
+{{- end }}`)
+	for _, bw := range BurnWindows {
+		if bw.Severity != "critical" {
+			continue
+		}
+		// Validate's check: one bad event among minEvents must stay
+		// below every paging threshold.
+		w(`{{- $allowed = mulf %s (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%%s.minEvents: %%v lets one bad event page through the %s/%s alert (1/%%v > %%.4g); use at least %%v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}`, formatFloat(bw.Factor(slo.window)), modelDuration(bw.Long), modelDuration(bw.Short))
+	}
+	w(`{{- $d = dict "objective" (printf "%%v" $o) "objectiveRatio" (printf "%%v" (divf $o 100)) "errorBudgetPercent" (printf "%%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%%v" $n) }}`)
+	for _, bw := range BurnWindows {
+		w(`{{- $_ = set $d %q (printf "%%v" (round (mulf %s (subf 100 $o)) 3)) }}`, burnPercentKey(bw), formatFloat(bw.Factor(slo.window)))
+	}
+	if slo.Latency == nil {
+		return
+	}
+	w(`{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "%%s.threshold: %%s is not a bucket bound of %s; the bounds are %s" $path (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "%%s.classThresholds: %%s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "%%s.classThresholds: %%s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list %s)) }}
+{{- fail (printf "%%s.classThresholds: %%s is not one of %s" $path (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "%%s.classThresholds.%%s: give at least one class and its threshold" $path $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch %s $class) }}
+{{- fail (printf "%%s.classThresholds.%%s.%%s: %%s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "%%s.classThresholds.%%s.%%s: %%s is not a bucket bound of %s" $path $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%%s,%%s!=%%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%%s=%%s,%%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%%s for %%s %%s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%%s (%%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}`, slo.Latency.Histogram, strings.Join(bucketDurations(), ", "),
+		quotedList(ClassLabels), strings.Join(ClassLabels, ", "),
+		"`"+className.String()+"`", slo.Latency.Histogram)
 }
 
 // leTable is the template dict of each threshold a chart user may write
@@ -586,6 +697,23 @@ monitoring:
 			w("      classThresholds: %s", classThresholdsYAML(slo.Latency.ClassThresholds))
 		}
 	}
+	w(`  # More SLOs, each made from one of the above (from): its SLI, classes,
+  # window and dashboard, narrowed by PromQL label matchers of its own, with
+  # its own alert (a Podslo... name), title, and numbers (those not given
+  # are the ones of the SLO it is made from). E.g. a looser objective for
+  # kata, beside sandbox_creation_latency (whose classThresholds can hold
+  # kata to 20s):
+  #   kata_sandbox_creation_latency:
+  #     from: sandbox_creation_latency
+  #     alert: PodsloKataSandboxCreationLatencyBudgetBurn
+  #     title: kata sandbox creation latency
+  #     matchers: ['runtime_class="kata"']
+  #     objective: 95
+  #     threshold: 20s
+  # Its recording rules and alerts are those of the SLO it is made from;
+  # the dashboards show the SLOs above only, and
+  # sort(slo:podslo_period_error_budget_remaining:ratio) lists them all.
+  extraSLOs: {}`)
 	w("%s", valuesEnd)
 	return []byte(b.String())
 }

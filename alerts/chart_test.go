@@ -238,6 +238,43 @@ monitoring:
 			"PodsloReadinessLatencyBudgetBurn":       {"slower than 30s (1m for storage_class ebs)"},
 		},
 	}, {
+		name: "extra SLOs",
+		values: `
+monitoring:
+  extraSLOs:
+    kata_sandbox_creation_latency:
+      from: sandbox_creation_latency
+      alert: PodsloKataSandboxCreationLatencyBudgetBurn
+      title: kata sandbox creation latency
+      matchers: ['runtime_class="kata"']
+      objective: 95
+      threshold: 20s
+    ebs_sandbox_creation_success:
+      from: sandbox_creation_success
+      alert: PodsloEBSSandboxCreationSuccessBudgetBurn
+      title: EBS "gp3" sandbox creation success
+      matchers: ['storage_class=~"ebs-.*"', 'runtime_class!="kata"']
+      objective: 99
+`,
+		spec: func(s *Spec) {
+			kata := s.SLOs[0]
+			kata.Name, kata.Alert, kata.Title, kata.Runbook = "kata_sandbox_creation_latency", "PodsloKataSandboxCreationLatencyBudgetBurn", "kata sandbox creation latency", kata.Alert
+			kata.Matchers = []string{`runtime_class="kata"`}
+			kata.Objective, kata.Latency = 95, &Latency{Histogram: kata.Latency.Histogram, Threshold: "20s"}
+			ebs := s.SLOs[1]
+			ebs.Name, ebs.Alert, ebs.Title, ebs.Runbook = "ebs_sandbox_creation_success", "PodsloEBSSandboxCreationSuccessBudgetBurn", `EBS "gp3" sandbox creation success`, ebs.Alert
+			ebs.Matchers = []string{`storage_class=~"ebs-.*"`, `runtime_class!="kata"`}
+			ebs.Objective = 99
+			s.SLOs = slices.Concat(s.SLOs[:1], []SLO{kata}, s.SLOs[1:2], []SLO{ebs}, s.SLOs[2:])
+		},
+		want: map[string][]string{
+			"PodsloKataSandboxCreationLatencyBudgetBurn": {
+				"> (14.4 * (1 - 0.95))", "kata sandbox creation latency SLO of runtime_class", "were slower than 20s",
+				"docs/runbooks.md#podslosandboxcreationlatencybudgetburn",
+			},
+			"PodsloEBSSandboxCreationSuccessBudgetBurn": {`EBS "gp3" sandbox creation success SLO`, "> (14.4 * (1 - 0.99))"},
+		},
+	}, {
 		name:   "no agent",
 		values: "monitoring: {agentSelector: \"\"}\n",
 		spec:   func(s *Spec) { s.Config.AgentSelector = "" },

@@ -48,7 +48,7 @@ func printNumber(f float64) string { return fmt.Sprint(f) }
 
 // slosKey is where the chart keeps an SLO's values, checked and derived by
 // podslo.monitoring (templates/_monitoring.tpl).
-func (slo *SLO) slosKey(field string) string { return "$m.slos." + slo.Name + "." + field }
+func (slo *SLO) slosKey(field string) string { return slo.keys + "." + field }
 
 // ObjectiveText is the objective as a percentage, e.g. 99.
 func (slo *SLO) ObjectiveText() string {

@@ -1,6 +1,7 @@
 package alerts
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math"
@@ -23,6 +24,10 @@ type RuleGroup struct {
 	Name     string `json:"name"`
 	Interval string `json:"interval,omitempty"`
 	Rules    []Rule `json:"rules"`
+
+	// before and after are template text the chart writes around the
+	// group (extraRange).
+	before, after string
 }
 
 // Rule is a recording rule (Record set) or an alerting rule (Alert set).
@@ -181,7 +186,16 @@ func (slo *SLO) SLOMatcher() string { return `slo="` + slo.Name + `"` }
 func (s *Spec) RecordingRules() RuleFile {
 	var f RuleFile
 	for i := range s.SLOs {
-		slo := &s.SLOs[i]
+		f.Groups = append(f.Groups, s.recordingRules(&s.SLOs[i])...)
+		if s.chart {
+			f.Groups = append(f.Groups, extraRange(&s.SLOs[i], s.recordingRules(extraTemplate(s.SLOs[i])))...)
+		}
+	}
+	return f
+}
+
+func (s *Spec) recordingRules(slo *SLO) []RuleGroup {
+	{
 		burn := RuleGroup{Name: "podslo." + slo.Name + ".rules"}
 		// Over the whole SLO window the ratio moves slowly and reads a
 		// month of samples: a slower interval saves most of that work.
@@ -204,9 +218,8 @@ func (s *Spec) RecordingRules() RuleFile {
 				// 0 once the budget is overspent.
 				Rule{Record: BudgetRemainingRecord, Expr: fmt.Sprintf("1 - %s / %s", s.ErrorRatio(slo, class, slo.window), slo.ErrorBudgetRatio()), Labels: data})
 		}
-		f.Groups = append(f.Groups, burn, period)
+		return []RuleGroup{burn, period}
 	}
-	return f
 }
 
 // Alerts are the burn-rate alerts of every SLO and the alerts on podslo's
@@ -249,15 +262,20 @@ func (s *Spec) alertNames() []string {
 
 func (s *Spec) allAlerts() RuleFile {
 	var f RuleFile
-	for i := range s.SLOs {
-		slo := &s.SLOs[i]
+	group := func(slo *SLO) RuleGroup {
 		g := RuleGroup{Name: "podslo." + slo.Name + ".alerts"}
 		for _, class := range slo.GroupBy {
 			for _, w := range BurnWindows {
 				g.Rules = append(g.Rules, s.burnAlert(slo, class, w))
 			}
 		}
-		f.Groups = append(f.Groups, g)
+		return g
+	}
+	for i := range s.SLOs {
+		f.Groups = append(f.Groups, group(&s.SLOs[i]))
+		if s.chart {
+			f.Groups = append(f.Groups, extraRange(&s.SLOs[i], []RuleGroup{group(extraTemplate(s.SLOs[i]))})...)
+		}
 	}
 	f.Groups = append(f.Groups, RuleGroup{Name: "podslo.alerts", Rules: s.healthAlerts()})
 	// The chart writes this label only when its value is set (yaml.go).
@@ -305,7 +323,7 @@ func (s *Spec) burnAlert(slo *SLO, class string, w BurnWindow) Rule {
 				slo.Events, class, class, cluster, cluster, bad, long,
 				slo.BurnPercent(w), short, slo.ObjectiveText(), window,
 				slo.ErrorBudgetPercent(), formatFloat(factor), model.Duration(time.Duration(float64(slo.window)/factor))),
-			"runbook_url":   s.runbook(slo.Alert),
+			"runbook_url":   s.runbook(cmp.Or(slo.Runbook, slo.Alert)),
 			"dashboard_url": s.dashboard(slo.Dashboard, true, class),
 		},
 	}

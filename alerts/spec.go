@@ -112,12 +112,19 @@ type SLO struct {
 	MinEvents int `json:"minEvents"`
 	// Dashboard is the UID of the dashboard the alerts link to.
 	Dashboard string `json:"dashboard"`
+	// Runbook is the alert whose section of the runbooks the burn-rate
+	// alert links to; empty, its own. An SLO made from another (the
+	// chart's extraSLOs) shares that one's runbook.
+	Runbook string `json:"runbook,omitempty"`
 
 	window time.Duration
 	// chart makes the SLO's numbers template actions (ForChart), and
 	// sentinel stands for its objective in the dashboards' JSON numbers.
 	chart    bool
 	sentinel float64
+	// keys is where the chart keeps the SLO's values: $m.slos.<name>, or
+	// $x for the template of the extra SLOs made from this one.
+	keys string
 }
 
 // Latency is an SLI of a histogram: an event is good when it took at most
@@ -274,6 +281,9 @@ func (slo *SLO) validate() []error {
 
 	if !sloName.MatchString(slo.Name) {
 		add("name: %q is not snake_case", slo.Name)
+	}
+	if r := slo.Runbook; r != "" && (!alertName.MatchString(r) || !strings.HasPrefix(r, "Podslo")) {
+		add("runbook: %q is not an alert's name", r)
 	}
 	if !alertName.MatchString(slo.Alert) || !strings.HasPrefix(slo.Alert, "Podslo") {
 		add("alert: %q is not a CamelCase name starting with Podslo", slo.Alert)

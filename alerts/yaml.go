@@ -35,6 +35,7 @@ func (f RuleFile) writeGroups(b *bytes.Buffer, indent string, chart bool) {
 		quoted = func(s string) string { return HelmTemplate(quote(s), true) }
 	}
 	for _, g := range f.Groups {
+		b.WriteString(g.before)
 		gcond := ""
 		if chart {
 			gcond = groupPresent(g)
@@ -80,12 +81,17 @@ func (f RuleFile) writeGroups(b *bytes.Buffer, indent string, chart bool) {
 		if gcond != "" {
 			b.WriteString("{{- end }}\n")
 		}
+		b.WriteString(g.after)
 	}
 }
 
 // rulePresent is the chart's condition for an alert: not disabled
 // (monitoring.disabledAlerts), and its own condition.
 func rulePresent(r Rule) string {
+	if hole.MatchString(r.Alert) {
+		// An extra SLO's alert: the values that define it can drop it.
+		return r.cond
+	}
 	c := fmt.Sprintf("not (has %q $m.disabledAlerts)", r.Alert)
 	if r.cond != "" {
 		c = fmt.Sprintf("and %s (%s)", r.cond, c)
@@ -99,7 +105,7 @@ func rulePresent(r Rule) string {
 func groupPresent(g RuleGroup) string {
 	var conds []string
 	for _, r := range g.Rules {
-		if r.Alert == "" {
+		if r.Alert == "" || rulePresent(r) == "" {
 			return ""
 		}
 		if c := "(" + rulePresent(r) + ")"; !slices.Contains(conds, c) {

@@ -95,37 +95,39 @@ value fails the rendering with its path. The templates read it as
 {{- $default := "" }}
 {{- $own := list }}
 {{- $ownText := list }}
+{{- $path := "" }}
 {{- /* sandbox_creation_latency: Sandbox creation latency, of podslo_sandbox_creation_duration_seconds, over 30d */}}
+{{- $path = "monitoring.slos.sandbox_creation_latency" }}
 {{- $s = get $v.slos "sandbox_creation_latency" }}
 {{- if not (kindIs "map" $s) }}
-{{- fail "monitoring.slos.sandbox_creation_latency: must hold objective, threshold and minEvents" }}
+{{- fail (printf "%s: must hold objective, threshold and minEvents" $path) }}
 {{- end }}
 {{- range $field, $_ := $s }}
 {{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
+{{- fail (printf "%s.%s: no such field; it has objective, threshold, minEvents and classThresholds" $path $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.objective: %s is not a number" (toJson $s.objective)) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
 {{- end }}
 {{- $o = float64 $s.objective }}
 {{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
 {{- end }}
 {{- if not (has (kindOf $s.minEvents) $numbers) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $n = float64 $s.minEvents }}
 {{- if or (lt $n 1.0) (ne $n (floor $n)) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
@@ -133,33 +135,33 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
 {{- $classes = $s.classThresholds | default dict }}
 {{- if not (kindIs "map" $classes) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
 {{- end }}
 {{- if gt (len $classes) 1 }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
 {{- end }}
 {{- $default = get $le $s.threshold }}
 {{- $own = list }}
 {{- $ownText = list }}
 {{- range $label, $byClass := $classes }}
 {{- if not (has $label (list "runtime_class" "storage_class")) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
 {{- end }}
 {{- if not (and (kindIs "map" $byClass) $byClass) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
 {{- end }}
 {{- range $class, $t := $byClass }}
 {{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
 {{- end }}
 {{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $label $class (toJson $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $path $label $class (toJson $t)) }}
 {{- end }}
 {{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
 {{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
@@ -173,36 +175,37 @@ value fails the rendering with its path. The templates read it as
 {{- end }}
 {{- $_ = set $slos "sandbox_creation_latency" $d }}
 {{- /* sandbox_creation_success: Sandbox creation success, of podslo_sandbox_creation_duration_seconds_count and podslo_sandbox_creation_timeouts_total, over 30d */}}
+{{- $path = "monitoring.slos.sandbox_creation_success" }}
 {{- $s = get $v.slos "sandbox_creation_success" }}
 {{- if not (kindIs "map" $s) }}
-{{- fail "monitoring.slos.sandbox_creation_success: must hold objective and minEvents" }}
+{{- fail (printf "%s: must hold objective and minEvents" $path) }}
 {{- end }}
 {{- range $field, $_ := $s }}
 {{- if not (has $field (list "objective" "minEvents")) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_success.%s: no such field; it has objective and minEvents" $field) }}
+{{- fail (printf "%s.%s: no such field; it has objective and minEvents" $path $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_success.objective: %s is not a number" (toJson $s.objective)) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
 {{- end }}
 {{- $o = float64 $s.objective }}
 {{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_success.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
 {{- end }}
 {{- if not (has (kindOf $s.minEvents) $numbers) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_success.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $n = float64 $s.minEvents }}
 {{- if or (lt $n 1.0) (ne $n (floor $n)) }}
-{{- fail (printf "monitoring.slos.sandbox_creation_success.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.sandbox_creation_success.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.sandbox_creation_success.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
@@ -211,36 +214,37 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- $_ = set $slos "sandbox_creation_success" $d }}
 {{- /* termination_latency: Termination latency, of podslo_termination_duration_seconds, over 30d */}}
+{{- $path = "monitoring.slos.termination_latency" }}
 {{- $s = get $v.slos "termination_latency" }}
 {{- if not (kindIs "map" $s) }}
-{{- fail "monitoring.slos.termination_latency: must hold objective, threshold and minEvents" }}
+{{- fail (printf "%s: must hold objective, threshold and minEvents" $path) }}
 {{- end }}
 {{- range $field, $_ := $s }}
 {{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
-{{- fail (printf "monitoring.slos.termination_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
+{{- fail (printf "%s.%s: no such field; it has objective, threshold, minEvents and classThresholds" $path $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
-{{- fail (printf "monitoring.slos.termination_latency.objective: %s is not a number" (toJson $s.objective)) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
 {{- end }}
 {{- $o = float64 $s.objective }}
 {{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
-{{- fail (printf "monitoring.slos.termination_latency.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
 {{- end }}
 {{- if not (has (kindOf $s.minEvents) $numbers) }}
-{{- fail (printf "monitoring.slos.termination_latency.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $n = float64 $s.minEvents }}
 {{- if or (lt $n 1.0) (ne $n (floor $n)) }}
-{{- fail (printf "monitoring.slos.termination_latency.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.termination_latency.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.termination_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
@@ -248,33 +252,33 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.termination_latency.threshold: %s is not a bucket bound of podslo_termination_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_termination_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
 {{- $classes = $s.classThresholds | default dict }}
 {{- if not (kindIs "map" $classes) }}
-{{- fail (printf "monitoring.slos.termination_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
 {{- end }}
 {{- if gt (len $classes) 1 }}
-{{- fail (printf "monitoring.slos.termination_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
 {{- end }}
 {{- $default = get $le $s.threshold }}
 {{- $own = list }}
 {{- $ownText = list }}
 {{- range $label, $byClass := $classes }}
 {{- if not (has $label (list "runtime_class" "storage_class")) }}
-{{- fail (printf "monitoring.slos.termination_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
 {{- end }}
 {{- if not (and (kindIs "map" $byClass) $byClass) }}
-{{- fail (printf "monitoring.slos.termination_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
 {{- end }}
 {{- range $class, $t := $byClass }}
 {{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
-{{- fail (printf "monitoring.slos.termination_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
 {{- end }}
 {{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
-{{- fail (printf "monitoring.slos.termination_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_termination_duration_seconds" $label $class (toJson $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_termination_duration_seconds" $path $label $class (toJson $t)) }}
 {{- end }}
 {{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
 {{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
@@ -288,36 +292,37 @@ value fails the rendering with its path. The templates read it as
 {{- end }}
 {{- $_ = set $slos "termination_latency" $d }}
 {{- /* readiness_latency: Readiness latency, of podslo_readiness_duration_seconds, over 30d */}}
+{{- $path = "monitoring.slos.readiness_latency" }}
 {{- $s = get $v.slos "readiness_latency" }}
 {{- if not (kindIs "map" $s) }}
-{{- fail "monitoring.slos.readiness_latency: must hold objective, threshold and minEvents" }}
+{{- fail (printf "%s: must hold objective, threshold and minEvents" $path) }}
 {{- end }}
 {{- range $field, $_ := $s }}
 {{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
-{{- fail (printf "monitoring.slos.readiness_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
+{{- fail (printf "%s.%s: no such field; it has objective, threshold, minEvents and classThresholds" $path $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
-{{- fail (printf "monitoring.slos.readiness_latency.objective: %s is not a number" (toJson $s.objective)) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
 {{- end }}
 {{- $o = float64 $s.objective }}
 {{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
-{{- fail (printf "monitoring.slos.readiness_latency.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
 {{- end }}
 {{- if not (has (kindOf $s.minEvents) $numbers) }}
-{{- fail (printf "monitoring.slos.readiness_latency.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $n = float64 $s.minEvents }}
 {{- if or (lt $n 1.0) (ne $n (floor $n)) }}
-{{- fail (printf "monitoring.slos.readiness_latency.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.readiness_latency.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.readiness_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
@@ -325,33 +330,33 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.readiness_latency.threshold: %s is not a bucket bound of podslo_readiness_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_readiness_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
 {{- $classes = $s.classThresholds | default dict }}
 {{- if not (kindIs "map" $classes) }}
-{{- fail (printf "monitoring.slos.readiness_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
 {{- end }}
 {{- if gt (len $classes) 1 }}
-{{- fail (printf "monitoring.slos.readiness_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
 {{- end }}
 {{- $default = get $le $s.threshold }}
 {{- $own = list }}
 {{- $ownText = list }}
 {{- range $label, $byClass := $classes }}
 {{- if not (has $label (list "runtime_class" "storage_class")) }}
-{{- fail (printf "monitoring.slos.readiness_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
 {{- end }}
 {{- if not (and (kindIs "map" $byClass) $byClass) }}
-{{- fail (printf "monitoring.slos.readiness_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
 {{- end }}
 {{- range $class, $t := $byClass }}
 {{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
-{{- fail (printf "monitoring.slos.readiness_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
 {{- end }}
 {{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
-{{- fail (printf "monitoring.slos.readiness_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_readiness_duration_seconds" $label $class (toJson $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_readiness_duration_seconds" $path $label $class (toJson $t)) }}
 {{- end }}
 {{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
 {{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
@@ -365,36 +370,37 @@ value fails the rendering with its path. The templates read it as
 {{- end }}
 {{- $_ = set $slos "readiness_latency" $d }}
 {{- /* runc_sandbox_creation_latency: runc sandbox creation latency, of podslo_sandbox_creation_duration_seconds, over 30d */}}
+{{- $path = "monitoring.slos.runc_sandbox_creation_latency" }}
 {{- $s = get $v.slos "runc_sandbox_creation_latency" }}
 {{- if not (kindIs "map" $s) }}
-{{- fail "monitoring.slos.runc_sandbox_creation_latency: must hold objective, threshold and minEvents" }}
+{{- fail (printf "%s: must hold objective, threshold and minEvents" $path) }}
 {{- end }}
 {{- range $field, $_ := $s }}
 {{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
+{{- fail (printf "%s.%s: no such field; it has objective, threshold, minEvents and classThresholds" $path $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.objective: %s is not a number" (toJson $s.objective)) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
 {{- end }}
 {{- $o = float64 $s.objective }}
 {{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
 {{- end }}
 {{- if not (has (kindOf $s.minEvents) $numbers) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $n = float64 $s.minEvents }}
 {{- if or (lt $n 1.0) (ne $n (floor $n)) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
@@ -402,33 +408,33 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
 {{- $classes = $s.classThresholds | default dict }}
 {{- if not (kindIs "map" $classes) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
 {{- end }}
 {{- if gt (len $classes) 1 }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
 {{- end }}
 {{- $default = get $le $s.threshold }}
 {{- $own = list }}
 {{- $ownText = list }}
 {{- range $label, $byClass := $classes }}
 {{- if not (has $label (list "runtime_class" "storage_class")) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
 {{- end }}
 {{- if not (and (kindIs "map" $byClass) $byClass) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
 {{- end }}
 {{- range $class, $t := $byClass }}
 {{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
 {{- end }}
 {{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
-{{- fail (printf "monitoring.slos.runc_sandbox_creation_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $label $class (toJson $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $path $label $class (toJson $t)) }}
 {{- end }}
 {{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
 {{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
@@ -442,36 +448,37 @@ value fails the rendering with its path. The templates read it as
 {{- end }}
 {{- $_ = set $slos "runc_sandbox_creation_latency" $d }}
 {{- /* pod_startup_latency: Pod start-up latency, of podslo_startup_sli_duration_seconds, over 30d */}}
+{{- $path = "monitoring.slos.pod_startup_latency" }}
 {{- $s = get $v.slos "pod_startup_latency" }}
 {{- if not (kindIs "map" $s) }}
-{{- fail "monitoring.slos.pod_startup_latency: must hold objective, threshold and minEvents" }}
+{{- fail (printf "%s: must hold objective, threshold and minEvents" $path) }}
 {{- end }}
 {{- range $field, $_ := $s }}
 {{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.%s: no such field; it has objective, threshold, minEvents and classThresholds" $field) }}
+{{- fail (printf "%s.%s: no such field; it has objective, threshold, minEvents and classThresholds" $path $field) }}
 {{- end }}
 {{- end }}
 {{- if not (has (kindOf $s.objective) $numbers) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.objective: %s is not a number" (toJson $s.objective)) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
 {{- end }}
 {{- $o = float64 $s.objective }}
 {{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.objective: %v is not a percentage strictly between 0 and 100" $o) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
 {{- end }}
 {{- if not (has (kindOf $s.minEvents) $numbers) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %s is not a number" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $n = float64 $s.minEvents }}
 {{- if or (lt $n 1.0) (ne $n (floor $n)) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %s is not a positive integer" (toJson $s.minEvents)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
 {{- end }}
 {{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
 {{- if gt (divf 1 $n) $allowed }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
 {{- end }}
 {{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
 {{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
@@ -479,33 +486,33 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
 {{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
 {{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.threshold: %s is not a bucket bound of podslo_startup_sli_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" (toJson $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_startup_sli_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
 {{- end }}
 {{- $_ = set $d "threshold" $s.threshold }}
 {{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
 {{- $classes = $s.classThresholds | default dict }}
 {{- if not (kindIs "map" $classes) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds: %s is not a map of a class label to its classes' thresholds" (toJson $classes)) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
 {{- end }}
 {{- if gt (len $classes) 1 }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" (keys $classes | sortAlpha | join ", ")) }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
 {{- end }}
 {{- $default = get $le $s.threshold }}
 {{- $own = list }}
 {{- $ownText = list }}
 {{- range $label, $byClass := $classes }}
 {{- if not (has $label (list "runtime_class" "storage_class")) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds: %s is not one of runtime_class, storage_class" (toJson $label)) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
 {{- end }}
 {{- if not (and (kindIs "map" $byClass) $byClass) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds.%s: give at least one class and its threshold" $label) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
 {{- end }}
 {{- range $class, $t := $byClass }}
 {{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $label $class (toJson $class)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
 {{- end }}
 {{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
-{{- fail (printf "monitoring.slos.pod_startup_latency.classThresholds.%s.%s: %s is not a bucket bound of podslo_startup_sli_duration_seconds" $label $class (toJson $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_startup_sli_duration_seconds" $path $label $class (toJson $t)) }}
 {{- end }}
 {{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
 {{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
@@ -518,5 +525,449 @@ value fails the rendering with its path. The templates read it as
 {{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
 {{- end }}
 {{- $_ = set $slos "pod_startup_latency" $d }}
+{{- $extras := dict }}
+{{- $_ = set $m "extraSLOs" $extras }}
+{{- if not (kindIs "map" $v.extraSLOs) }}
+{{- fail "monitoring.extraSLOs: must map the name of each extra SLO to its definition" }}
+{{- end }}
+{{- $alerts := list "PodsloSandboxCreationLatencyBudgetBurn" "PodsloSandboxCreationSuccessBudgetBurn" "PodsloTerminationLatencyBudgetBurn" "PodsloReadinessLatencyBudgetBurn" "PodsloRuncSandboxCreationLatencyBudgetBurn" "PodsloPodStartupLatencyBudgetBurn" "PodsloSandboxCreationStuck" "PodsloTerminationStuck" "PodsloExporterDown" "PodsloExporterInstanceDown" "PodsloAgentDown" "PodsloAgentDownOnNode" "PodsloStoreErrors" "PodsloStateNotWritable" "PodsloPodWatchNotCurrent" "PodsloNetworkPolicyUnsupported" "PodsloNetworkPolicyProblem" }}
+{{- range $name, $x := $v.extraSLOs }}
+{{- $path = printf "monitoring.extraSLOs.%s" $name }}
+{{- if not (regexMatch `^[a-z][a-z0-9_]*$` $name) }}
+{{- fail (printf "%s: the name is not snake_case" $path) }}
+{{- end }}
+{{- if has $name (list "sandbox_creation_latency" "sandbox_creation_success" "termination_latency" "readiness_latency" "runc_sandbox_creation_latency" "pod_startup_latency") }}
+{{- fail (printf "%s: alerts/slos.yaml has an SLO of that name" $path) }}
+{{- end }}
+{{- if not (kindIs "map" $x) }}
+{{- fail (printf "%s: must hold from, alert, title and matchers" $path) }}
+{{- end }}
+{{- if not (and (kindIs "string" $x.alert) (regexMatch `^[A-Z][A-Za-z0-9]*$` $x.alert) (hasPrefix "Podslo" $x.alert)) }}
+{{- fail (printf "%s.alert: %s is not a CamelCase name starting with Podslo" $path (toJson $x.alert)) }}
+{{- end }}
+{{- if has $x.alert $alerts }}
+{{- fail (printf "%s.alert: %s is already an alert's name" $path $x.alert) }}
+{{- end }}
+{{- $alerts = append $alerts $x.alert }}
+{{- if not (and (kindIs "string" $x.title) $x.title) }}
+{{- fail (printf "%s.title: must be a string, the SLO's name on dashboards and in alert summaries" $path) }}
+{{- end }}
+{{- if not (and (kindIs "slice" $x.matchers) $x.matchers) }}
+{{- fail (printf "%s.matchers: give the PromQL label matchers that narrow it, e.g. [runtime_class=\"kata\"]" $path) }}
+{{- end }}
+{{- range $x.matchers }}
+{{- if not (and (kindIs "string" .) (regexMatch `^[a-zA-Z_][a-zA-Z0-9_]*(=|!=|=~|!~)"([^"\\]|\\.)*"$` .)) }}
+{{- fail (printf "%s.matchers: %s is not a PromQL label matcher such as runtime_class=\"runc\"" $path (toJson .)) }}
+{{- end }}
+{{- end }}
+{{- if eq $x.from "sandbox_creation_latency" }}
+{{- $s = merge (omit $x "from" "alert" "title" "matchers") (deepCopy (get $v.slos "sandbox_creation_latency")) }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "%s.%s: no such field; it has from, alert, title, matchers and objective, threshold, minEvents and classThresholds" $path $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $path $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
+{{- else if eq $x.from "sandbox_creation_success" }}
+{{- $s = merge (omit $x "from" "alert" "title" "matchers") (deepCopy (get $v.slos "sandbox_creation_success")) }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "minEvents")) }}
+{{- fail (printf "%s.%s: no such field; it has from, alert, title, matchers and objective and minEvents" $path $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- else if eq $x.from "termination_latency" }}
+{{- $s = merge (omit $x "from" "alert" "title" "matchers") (deepCopy (get $v.slos "termination_latency")) }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "%s.%s: no such field; it has from, alert, title, matchers and objective, threshold, minEvents and classThresholds" $path $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_termination_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_termination_duration_seconds" $path $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
+{{- else if eq $x.from "readiness_latency" }}
+{{- $s = merge (omit $x "from" "alert" "title" "matchers") (deepCopy (get $v.slos "readiness_latency")) }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "%s.%s: no such field; it has from, alert, title, matchers and objective, threshold, minEvents and classThresholds" $path $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_readiness_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_readiness_duration_seconds" $path $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
+{{- else if eq $x.from "runc_sandbox_creation_latency" }}
+{{- $s = merge (omit $x "from" "alert" "title" "matchers") (deepCopy (get $v.slos "runc_sandbox_creation_latency")) }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "%s.%s: no such field; it has from, alert, title, matchers and objective, threshold, minEvents and classThresholds" $path $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_sandbox_creation_duration_seconds" $path $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
+{{- else if eq $x.from "pod_startup_latency" }}
+{{- $s = merge (omit $x "from" "alert" "title" "matchers") (deepCopy (get $v.slos "pod_startup_latency")) }}
+{{- range $field, $_ := $s }}
+{{- if not (has $field (list "objective" "threshold" "minEvents" "classThresholds")) }}
+{{- fail (printf "%s.%s: no such field; it has from, alert, title, matchers and objective, threshold, minEvents and classThresholds" $path $field) }}
+{{- end }}
+{{- end }}
+{{- if not (has (kindOf $s.objective) $numbers) }}
+{{- fail (printf "%s.objective: %s is not a number" $path (toJson $s.objective)) }}
+{{- end }}
+{{- $o = float64 $s.objective }}
+{{- if not (and (gt $o 0.0) (lt $o 100.0)) }}
+{{- fail (printf "%s.objective: %v is not a percentage strictly between 0 and 100" $path $o) }}
+{{- end }}
+{{- if not (has (kindOf $s.minEvents) $numbers) }}
+{{- fail (printf "%s.minEvents: %s is not a number" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $n = float64 $s.minEvents }}
+{{- if or (lt $n 1.0) (ne $n (floor $n)) }}
+{{- fail (printf "%s.minEvents: %s is not a positive integer" $path (toJson $s.minEvents)) }}
+{{- end }}
+{{- $allowed = mulf 14.4 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 1h/5m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $allowed = mulf 6 (divf (subf 100 $o) 100) }}
+{{- if gt (divf 1 $n) $allowed }}
+{{- fail (printf "%s.minEvents: %v lets one bad event page through the 6h/30m alert (1/%v > %.4g); use at least %v" $path $n $n $allowed (ceil (divf 1 $allowed))) }}
+{{- end }}
+{{- $d = dict "objective" (printf "%v" $o) "objectiveRatio" (printf "%v" (divf $o 100)) "errorBudgetPercent" (printf "%v" (round (subf 100 $o) 3)) "errorBudgetRatio" (printf "%v" (divf (subf 100 $o) 100)) "minEvents" (printf "%v" $n) }}
+{{- $_ = set $d "burnPercent1h" (printf "%v" (round (mulf 14.4 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent6h" (printf "%v" (round (mulf 6 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent1d" (printf "%v" (round (mulf 3 (subf 100 $o)) 3)) }}
+{{- $_ = set $d "burnPercent3d" (printf "%v" (round (mulf 1 (subf 100 $o)) 3)) }}
+{{- if not (and (kindIs "string" $s.threshold) (hasKey $le $s.threshold)) }}
+{{- fail (printf "%s.threshold: %s is not a bucket bound of podslo_startup_sli_duration_seconds; the bounds are 50ms, 100ms, 250ms, 500ms, 1s, 2s, 3s, 4s, 5s, 6s, 8s, 10s, 20s, 30s, 45s, 1m, 2m, 3m, 4m, 5m, 6m, 8m, 10m, 15m, 20m, 30m, 45m, 1h" $path (toJson $s.threshold)) }}
+{{- end }}
+{{- $_ = set $d "threshold" $s.threshold }}
+{{- /* Classes of one label with a threshold of their own: a selector of the good buckets each, after that of every other class. */}}
+{{- $classes = $s.classThresholds | default dict }}
+{{- if not (kindIs "map" $classes) }}
+{{- fail (printf "%s.classThresholds: %s is not a map of a class label to its classes' thresholds" $path (toJson $classes)) }}
+{{- end }}
+{{- if gt (len $classes) 1 }}
+{{- fail (printf "%s.classThresholds: %s: give the classes of one label only, so that every pod has one threshold" $path (keys $classes | sortAlpha | join ", ")) }}
+{{- end }}
+{{- $default = get $le $s.threshold }}
+{{- $own = list }}
+{{- $ownText = list }}
+{{- range $label, $byClass := $classes }}
+{{- if not (has $label (list "runtime_class" "storage_class")) }}
+{{- fail (printf "%s.classThresholds: %s is not one of runtime_class, storage_class" $path (toJson $label)) }}
+{{- end }}
+{{- if not (and (kindIs "map" $byClass) $byClass) }}
+{{- fail (printf "%s.classThresholds.%s: give at least one class and its threshold" $path $label) }}
+{{- end }}
+{{- range $class, $t := $byClass }}
+{{- if not (regexMatch `^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$` $class) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not the name of a class (a DNS subdomain name, or none)" $path $label $class (toJson $class)) }}
+{{- end }}
+{{- if not (and (kindIs "string" $t) (hasKey $le $t)) }}
+{{- fail (printf "%s.classThresholds.%s.%s: %s is not a bucket bound of podslo_startup_sli_duration_seconds" $path $label $class (toJson $t)) }}
+{{- end }}
+{{- $default = printf "%s,%s!=%s" $default $label (quote $class) }}
+{{- $own = append $own (printf "%s=%s,%s" $label (quote $class) (get $le $t)) }}
+{{- $ownText = append $ownText (printf "%s for %s %s" $t $label $class) }}
+{{- end }}
+{{- end }}
+{{- $_ = set $d "good" (prepend $own $default) }}
+{{- $_ = set $d "thresholdText" $s.threshold }}
+{{- if $ownText }}
+{{- $_ = set $d "thresholdText" (printf "%s (%s)" $s.threshold (join ", " $ownText)) }}
+{{- end }}
+{{- else }}
+{{- fail (printf "%s.from: %s is not an SLO of alerts/slos.yaml; they are sandbox_creation_latency, sandbox_creation_success, termination_latency, readiness_latency, runc_sandbox_creation_latency, pod_startup_latency" $path (toJson $x.from)) }}
+{{- end }}
+{{- $_ = set $d "name" $name }}
+{{- $_ = set $d "alert" $x.alert }}
+{{- $_ = set $d "title" $x.title }}
+{{- $_ = set $d "from" $x.from }}
+{{- $_ = set $d "matchers" (join "," $x.matchers) }}
+{{- $_ = set $extras $name $d }}
+{{- end }}
 {{- toYaml $m }}
 {{- end }}
