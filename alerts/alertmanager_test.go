@@ -127,14 +127,7 @@ func startAlertmanager(t *testing.T, config string) string {
 		}
 	})
 	url := "http://" + addr
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond, "alertmanager never ready")
+	testenv.WaitHTTP(t, url+"/-/ready", "alertmanager")
 	return url
 }
 

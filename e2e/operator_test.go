@@ -259,14 +259,7 @@ monitoring:
 	t.Logf("The Operator's Prometheus flags: %q", flags)
 	startProcess(t, "prometheus (Operator)", testenv.Prometheus(t), append(flags, "--web.listen-address="+promListen)...)
 	p := prom{base: "http://" + promListen}
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(p.base + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, time.Minute, 100*time.Millisecond, "the Operator's Prometheus never got ready")
+	testenv.WaitHTTP(t, p.base+"/-/ready", "the Operator's Prometheus")
 	// It found the chart's exporter through the Service's endpoints, and
 	// sends to the Alertmanager.
 	require.EventuallyWithT(t, func(ct *assert.CollectT) {
@@ -413,14 +406,7 @@ func startAlertmanager(t *testing.T, hook, listen string) string {
 	startProcess(t, "alertmanager", testenv.Alertmanager(t), "--config.file="+path, "--storage.path="+t.TempDir(),
 		"--web.listen-address="+listen, "--cluster.listen-address=")
 	url := "http://" + listen
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/-/ready")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 30*time.Second, 50*time.Millisecond, "alertmanager never ready")
+	testenv.WaitHTTP(t, url+"/-/ready", "alertmanager")
 	return url
 }
 

@@ -80,8 +80,16 @@ func Run(t testing.TB, what string, start func(context.Context) error) {
 // the test if it never does.
 func WaitReady(t testing.TB, url, what string) {
 	t.Helper()
+	WaitHTTP(t, url+"/readyz", what)
+}
+
+// WaitHTTP waits up to a minute for url to answer 200 (a server's
+// readiness endpoint: /readyz, Prometheus' /-/ready), and fails the test
+// if it never does.
+func WaitHTTP(t testing.TB, url, what string) {
+	t.Helper()
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(url + "/readyz")
+		resp, err := http.Get(url)
 		if err != nil {
 			return false
 		}
