@@ -18,6 +18,7 @@ import (
 	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/exporter"
 	"github.com/podslo/podslo/internal/classtable"
+	"github.com/podslo/podslo/scope"
 )
 
 // Demo is a local kwok cluster with a workload, the exporter, one agent per
@@ -146,6 +147,7 @@ func (d *Demo) build(ctx context.Context) (_ *parts, err error) {
 
 	p.ep = Endpoints{Kubeconfig: p.cluster.kubeconfig, Exporter: o.ListenAddress}
 	if p.exporter, err = exporter.New(exporter.Options{Kubeconfig: p.cluster.kubeconfig, ListenAddress: o.ListenAddress, StateDir: p.dir + "/state",
+		Scope:                scope.Scope{NamespacesDenylist: o.IgnoredNamespaces},
 		NetworkPluginProfile: filepath.Join(o.SourceDir, "deploy", "kwok", "network-plugin-profile.yaml"), Logger: p.log.With("component", "exporter")}); err != nil {
 		return nil, fmt.Errorf("exporter: %w", err)
 	}

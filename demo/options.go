@@ -65,6 +65,11 @@ type Options struct {
 	// Prometheus that scrapes native histograms drops the classic buckets
 	// that podslo's rules read unless told to keep them.
 	PrometheusNativeHistograms bool
+	// IgnoredNamespaces are namespaces the demo's exporter does not watch
+	// (its --namespaces-denylist): the end-to-end test installs the chart
+	// there, whose pods would join the classes it checks against the
+	// simulator's configured delays.
+	IgnoredNamespaces []string
 	// Out receives the progress bars and the live table; nil means none.
 	Out io.Writer
 	// Refresh is how often the live table is redrawn. Default
