@@ -2,6 +2,7 @@ package charts
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -249,6 +250,15 @@ func TestCustom(t *testing.T) {
 		assert.Equal(t, "platform", o.GetLabels()["team"], "commonLabels on %s %s", o.GetKind(), o.GetName())
 		assert.True(t, strings.HasPrefix(o.GetName(), "slo-podslo-"), "%s %s", o.GetKind(), o.GetName())
 	}
+
+	// The values' class threshold and extra SLO are in the rules.
+	rules, err := json.Marshal(objs.get(t, "PrometheusRule", "slo-podslo-rules").Object)
+	require.NoError(t, err)
+	assert.Contains(t, string(rules), `runtime_class=\"kata\",le=~\"20(\\\\.0)?\"`)
+	assert.Contains(t, string(rules), "cluster_runtime_class:podslo_kata_sandbox_creation_latency_errors:ratio_rate5m")
+	alerts, err := json.Marshal(objs.get(t, "PrometheusRule", "slo-podslo-alerts").Object)
+	require.NoError(t, err)
+	assert.Contains(t, string(alerts), `"alert":"PodsloKataSandboxCreationLatencyBudgetBurn"`)
 
 	sts := into[appsv1.StatefulSet](t, objs.get(t, "StatefulSet", "slo-podslo-exporter"))
 	pod := sts.Spec.Template.Spec
