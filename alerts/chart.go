@@ -400,7 +400,7 @@ value fails the rendering with its path. The templates read it as
 {{- end }}`, quotedList(s.alertNames()), "`"+sloName.String()+"`", quotedList(builtin), "`"+alertName.String()+"`", "`"+labelMatcher.String()+"`")
 	for i := range s.SLOs {
 		slo := &s.SLOs[i]
-		fields, allowed, _ := sloFields(slo)
+		_, allowed, _ := sloFields(slo)
 		cond := "else if"
 		if i == 0 {
 			cond = "if"
@@ -412,7 +412,6 @@ value fails the rendering with its path. The templates read it as
 {{- fail (printf "%%s.%%s: no such field; it has from, alert, title, matchers and %s" $path $field) }}
 {{- end }}
 {{- end }}`, cond, slo.Name, slo.Name, quotedList(allowed), englishList(allowed))
-		_ = fields
 		sloBlock(w, slo)
 	}
 	w(`{{- else }}

@@ -194,32 +194,32 @@ func (s *Spec) RecordingRules() RuleFile {
 	return f
 }
 
+// recordingRules are one SLO's groups: the burn windows' ratios and
+// counts, and the window's, with the SLO's objective and budget.
 func (s *Spec) recordingRules(slo *SLO) []RuleGroup {
-	{
-		burn := RuleGroup{Name: "podslo." + slo.Name + ".rules"}
-		// Over the whole SLO window the ratio moves slowly and reads a
-		// month of samples: a slower interval saves most of that work.
-		period := RuleGroup{Name: "podslo." + slo.Name + ".rules." + model.Duration(slo.window).String(), Interval: "5m"}
-		data := map[string]string{"slo": slo.Name}
-		period.Rules = append(period.Rules,
-			Rule{Record: ObjectiveRecord, Expr: "vector(" + slo.ObjectiveRatio() + ")", Labels: data},
-			Rule{Record: ErrorBudgetRecord, Expr: "vector(" + slo.ErrorBudgetRatio() + ")", Labels: data})
-		for _, class := range slo.GroupBy {
-			for _, w := range RatioWindows() {
-				burn.Rules = append(burn.Rules, Rule{Record: s.ErrorRatio(slo, class, w), Expr: s.errorRatio(slo, class, w)})
-			}
-			for _, w := range BurnWindows {
-				burn.Rules = append(burn.Rules, Rule{Record: s.Events(slo, class, w.Long), Expr: s.events(slo, class, w.Long)})
-			}
-			period.Rules = append(period.Rules,
-				Rule{Record: s.ErrorRatio(slo, class, slo.window), Expr: s.errorRatio(slo, class, slo.window)},
-				Rule{Record: s.Events(slo, class, slo.window), Expr: s.events(slo, class, slo.window)},
-				// After the ratio it reads: a group evaluates in order. Below
-				// 0 once the budget is overspent.
-				Rule{Record: BudgetRemainingRecord, Expr: fmt.Sprintf("1 - %s / %s", s.ErrorRatio(slo, class, slo.window), slo.ErrorBudgetRatio()), Labels: data})
+	burn := RuleGroup{Name: "podslo." + slo.Name + ".rules"}
+	// Over the whole SLO window the ratio moves slowly and reads a
+	// month of samples: a slower interval saves most of that work.
+	period := RuleGroup{Name: "podslo." + slo.Name + ".rules." + model.Duration(slo.window).String(), Interval: "5m"}
+	data := map[string]string{"slo": slo.Name}
+	period.Rules = append(period.Rules,
+		Rule{Record: ObjectiveRecord, Expr: "vector(" + slo.ObjectiveRatio() + ")", Labels: data},
+		Rule{Record: ErrorBudgetRecord, Expr: "vector(" + slo.ErrorBudgetRatio() + ")", Labels: data})
+	for _, class := range slo.GroupBy {
+		for _, w := range RatioWindows() {
+			burn.Rules = append(burn.Rules, Rule{Record: s.ErrorRatio(slo, class, w), Expr: s.errorRatio(slo, class, w)})
 		}
-		return []RuleGroup{burn, period}
+		for _, w := range BurnWindows {
+			burn.Rules = append(burn.Rules, Rule{Record: s.Events(slo, class, w.Long), Expr: s.events(slo, class, w.Long)})
+		}
+		period.Rules = append(period.Rules,
+			Rule{Record: s.ErrorRatio(slo, class, slo.window), Expr: s.errorRatio(slo, class, slo.window)},
+			Rule{Record: s.Events(slo, class, slo.window), Expr: s.events(slo, class, slo.window)},
+			// After the ratio it reads: a group evaluates in order. Below
+			// 0 once the budget is overspent.
+			Rule{Record: BudgetRemainingRecord, Expr: fmt.Sprintf("1 - %s / %s", s.ErrorRatio(slo, class, slo.window), slo.ErrorBudgetRatio()), Labels: data})
 	}
+	return []RuleGroup{burn, period}
 }
 
 // Alerts are the burn-rate alerts of every SLO and the alerts on podslo's

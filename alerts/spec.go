@@ -271,6 +271,12 @@ func (s *Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
+// isAlertName says whether name is one of podslo's: CamelCase, starting
+// with Podslo.
+func isAlertName(name string) bool {
+	return alertName.MatchString(name) && strings.HasPrefix(name, "Podslo")
+}
+
 // labelMatcher is one PromQL label matcher: a label name, an operator and
 // a double-quoted value.
 var labelMatcher = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*(=|!=|=~|!~)"([^"\\]|\\.)*"$`)
@@ -282,10 +288,10 @@ func (slo *SLO) validate() []error {
 	if !sloName.MatchString(slo.Name) {
 		add("name: %q is not snake_case", slo.Name)
 	}
-	if r := slo.Runbook; r != "" && (!alertName.MatchString(r) || !strings.HasPrefix(r, "Podslo")) {
+	if r := slo.Runbook; r != "" && !isAlertName(r) {
 		add("runbook: %q is not an alert's name", r)
 	}
-	if !alertName.MatchString(slo.Alert) || !strings.HasPrefix(slo.Alert, "Podslo") {
+	if !isAlertName(slo.Alert) {
 		add("alert: %q is not a CamelCase name starting with Podslo", slo.Alert)
 	}
 	if slo.Title == "" || slo.Events == "" || slo.Dashboard == "" {
@@ -347,17 +353,9 @@ func (l *Latency) validate() []error {
 	if !metricName.MatchString(l.Histogram) {
 		errs = append(errs, fmt.Errorf("latency.histogram: %q is not a metric name", l.Histogram))
 	}
-	d, err := parseDuration(l.Threshold)
+	d, err := l.bucketBound(l.Threshold)
 	if err != nil {
 		return append(errs, fmt.Errorf("latency.threshold: %w", err))
-	}
-	if !slices.Contains(Buckets, d.Seconds()) {
-		bounds := make([]string, len(Buckets))
-		for i, b := range Buckets {
-			bounds[i] = strconv.FormatFloat(b, 'f', -1, 64)
-		}
-		return append(errs, fmt.Errorf("latency.threshold: %s is not a bucket bound of %s; the bounds, in seconds, are %s",
-			l.Threshold, l.Histogram, strings.Join(bounds, ", ")))
 	}
 	l.threshold = d
 	l.classThresholds = nil
@@ -380,19 +378,32 @@ func (l *Latency) validate() []error {
 				errs = append(errs, fmt.Errorf("%s: %q is not the name of a class (a DNS subdomain name, or none)", where, class))
 				continue
 			}
-			d, err := parseDuration(classes[class])
+			d, err := l.bucketBound(classes[class])
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", where, err))
-				continue
-			}
-			if !slices.Contains(Buckets, d.Seconds()) {
-				errs = append(errs, fmt.Errorf("%s: %s is not a bucket bound of %s", where, classes[class], l.Histogram))
 				continue
 			}
 			l.classThresholds = append(l.classThresholds, classThreshold{label: label, class: class, threshold: classes[class], seconds: d.Seconds()})
 		}
 	}
 	return errs
+}
+
+// bucketBound parses a threshold, which must be a bucket bound of the
+// histogram: a classic histogram cannot tell what happened between two.
+func (l *Latency) bucketBound(threshold string) (time.Duration, error) {
+	d, err := parseDuration(threshold)
+	if err != nil {
+		return 0, err
+	}
+	if !slices.Contains(Buckets, d.Seconds()) {
+		bounds := make([]string, len(Buckets))
+		for i, b := range Buckets {
+			bounds[i] = strconv.FormatFloat(b, 'f', -1, 64)
+		}
+		return 0, fmt.Errorf("%s is not a bucket bound of %s; the bounds, in seconds, are %s", threshold, l.Histogram, strings.Join(bounds, ", "))
+	}
+	return d, nil
 }
 
 func (s *Success) validate() []error {
