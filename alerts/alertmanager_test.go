@@ -113,19 +113,9 @@ func startAlertmanager(t *testing.T, config string) string {
 	require.NoError(t, l.Close())
 	cfg, err := filepath.Abs(config)
 	require.NoError(t, err)
-	var logs bytes.Buffer
-	cmd := exec.Command(testenv.Alertmanager(t), "--config.file="+cfg, "--storage.path="+t.TempDir(),
-		"--web.listen-address="+addr, "--cluster.listen-address=")
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	testenv.DieWithParent(cmd) // also when the test binary is killed
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			t.Logf("alertmanager:\n%s", logs.String())
-		}
-	})
+	// Killed when the test ends, and with the test binary.
+	testenv.StartCommand(t, "alertmanager", exec.Command(testenv.Alertmanager(t), "--config.file="+cfg, "--storage.path="+t.TempDir(),
+		"--web.listen-address="+addr, "--cluster.listen-address="))
 	url := "http://" + addr
 	testenv.WaitHTTP(t, url+"/-/ready", "alertmanager")
 	return url

@@ -20,7 +20,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -101,9 +100,9 @@ func startOperatorStack(t *testing.T, ep demo.Endpoints, promListen, amListen, o
 	am := startAlertmanager(t, hook.url, amListen)
 
 	// The Operator, on the cluster's API server as its own client.
-	startProcess(t, "prometheus-operator", testenv.PrometheusOperator(t),
+	testenv.StartCommand(t, "prometheus-operator", exec.Command(testenv.PrometheusOperator(t),
 		"--apiserver="+cfg.Host, "--ca-file="+tlsFiles.ca, "--cert-file="+tlsFiles.cert, "--key-file="+tlsFiles.key,
-		"--web.listen-address="+operatorListen, "--namespaces="+monitoringNamespace+","+chartNamespace)
+		"--web.listen-address="+operatorListen, "--namespaces="+monitoringNamespace+","+chartNamespace))
 
 	// The chart, with the monitoring objects on: the API server serves
 	// the Operator's kinds now, so it renders them.
@@ -271,7 +270,7 @@ monitoring:
 		flags = append(flags, local.Replace(a))
 	}
 	t.Logf("The Operator's Prometheus flags: %q", flags)
-	startProcess(t, "prometheus (Operator)", testenv.Prometheus(t), append(flags, "--web.listen-address="+promListen)...)
+	testenv.StartCommand(t, "prometheus (Operator)", exec.Command(testenv.Prometheus(t), append(flags, "--web.listen-address="+promListen)...))
 	p := prom{base: "http://" + promListen}
 	testenv.WaitHTTP(t, p.base+"/-/ready", "the Operator's Prometheus")
 	// It found the chart's exporter through the Service's endpoints, and
@@ -364,31 +363,6 @@ func getJSON(t require.TestingT, url string, v any) {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
 }
 
-// startProcess runs bin until the test ends, and shows its output if the
-// test fails.
-func startProcess(t *testing.T, name, bin string, args ...string) {
-	t.Helper()
-	var logs syncBuffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	testenv.DieWithParent(cmd)
-	require.NoError(t, cmd.Start(), name)
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(unix.SIGTERM)
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("%s's log:\n%s", name, logs.String())
-		}
-	})
-}
-
 // startAlertmanager runs Alertmanager with alerts/alertmanager.yaml, its
 // receiver "platform" notifying hook, and its grouping timers shortened
 // from minutes to seconds: the test sees a notification, and its
@@ -417,8 +391,8 @@ func startAlertmanager(t *testing.T, hook, listen string) string {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "alertmanager.yaml")
 	require.NoError(t, os.WriteFile(path, out, 0o644))
-	startProcess(t, "alertmanager", testenv.Alertmanager(t), "--config.file="+path, "--storage.path="+t.TempDir(),
-		"--web.listen-address="+listen, "--cluster.listen-address=")
+	testenv.StartCommand(t, "alertmanager", exec.Command(testenv.Alertmanager(t), "--config.file="+path, "--storage.path="+t.TempDir(),
+		"--web.listen-address="+listen, "--cluster.listen-address="))
 	url := "http://" + listen
 	testenv.WaitHTTP(t, url+"/-/ready", "alertmanager")
 	return url
