@@ -57,28 +57,22 @@ const (
 	extraAlert = "PodsloKataSandboxCreationLatencyBudgetBurn"
 )
 
-var (
-	prometheusResource = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheuses"}
-	serviceMonitors    = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "servicemonitors"}
-)
+var prometheusResource = schema.GroupVersionResource{Group: "monitoring.coreos.com", Version: "v1", Resource: "prometheuses"}
 
 // operatorStack is the Prometheus the Operator configured, and what its
 // Alertmanager notified.
 type operatorStack struct {
 	prom prom
-	// config is the Prometheus configuration the Operator generated.
-	config       string
-	alertmanager string
-	hook         *webhook
+	hook *webhook
 }
 
 // startOperatorStack installs the Operator's CRDs and the chart into the
 // demo's cluster, runs the Operator, and then Prometheus with exactly the
 // configuration, rule files and flags the Operator generated for a
 // Prometheus object, and an Alertmanager with alerts/alertmanager.yaml. The
-// chart's exporter pods are the simulator's: its ServiceMonitor's targets
-// are relabelled to the demo's exporter (exporter.serviceMonitor.relabelings),
-// the one thing the test changes about what a cluster would run.
+// chart's pods are the simulator's: the monitors' targets are relabelled
+// to the demo's exporter and agents (chart values); docs/testing.md says
+// what else differs from a cluster.
 func startOperatorStack(t *testing.T, ep demo.Endpoints, promListen, amListen, operatorListen string) operatorStack {
 	t.Helper()
 	ctx := context.Background()
@@ -97,7 +91,7 @@ func startOperatorStack(t *testing.T, ep demo.Endpoints, promListen, amListen, o
 	testenv.InstallCRDs(t, cfg, crds...)
 
 	hook := startWebhook(t)
-	am := startAlertmanager(t, hook.url, amListen)
+	startAlertmanager(t, hook.url, amListen)
 
 	// The Operator, on the cluster's API server as its own client.
 	testenv.StartCommand(t, "prometheus-operator", exec.Command(testenv.PrometheusOperator(t),
@@ -286,7 +280,7 @@ monitoring:
 		getJSON(ct, p.base+"/api/v1/alertmanagers", &body)
 		assert.Len(ct, body.Data.ActiveAlertmanagers, 1)
 	}, 2*time.Minute, time.Second, "the Operator's Prometheus scrapes no exporter or knows no Alertmanager")
-	return operatorStack{prom: p, config: string(config), alertmanager: am, hook: hook}
+	return operatorStack{prom: p, hook: hook}
 }
 
 // agentRelabelings point each node's agent target at the demo's agent of
@@ -367,7 +361,7 @@ func getJSON(t require.TestingT, url string, v any) {
 // receiver "platform" notifying hook, and its grouping timers shortened
 // from minutes to seconds: the test sees a notification, and its
 // resolution, as an operator would minutes later.
-func startAlertmanager(t *testing.T, hook, listen string) string {
+func startAlertmanager(t *testing.T, hook, listen string) {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "alerts", "alertmanager.yaml"))
 	require.NoError(t, err)
@@ -393,9 +387,7 @@ func startAlertmanager(t *testing.T, hook, listen string) string {
 	require.NoError(t, os.WriteFile(path, out, 0o644))
 	testenv.StartCommand(t, "alertmanager", exec.Command(testenv.Alertmanager(t), "--config.file="+path, "--storage.path="+t.TempDir(),
 		"--web.listen-address="+listen, "--cluster.listen-address="))
-	url := "http://" + listen
-	testenv.WaitHTTP(t, url+"/-/ready", "alertmanager")
-	return url
+	testenv.WaitHTTP(t, "http://"+listen+"/-/ready", "alertmanager")
 }
 
 // notifiedAlert is one alert of an Alertmanager webhook notification.
