@@ -71,8 +71,14 @@ type Options struct {
 	// SIGBUS: the only safe full-disk error is one raised before the write.
 	// Default DefaultMinFreeBytes.
 	MinFreeBytes int64
+	// WindowRetention is how long the windowed counts are kept (Windows):
+	// the longest window a reader asks for. Default
+	// DefaultWindowRetention.
+	WindowRetention time.Duration
 	// Logger receives the store's and badger's logs. Default: discard.
 	Logger *slog.Logger
+	// now is the clock the windowed counts are kept by; tests replace it.
+	now func() time.Time
 	// statfs reports the free bytes of the filesystem holding a path;
 	// tests replace it.
 	statfs func(path string) (int64, error)
@@ -97,6 +103,9 @@ func (o *Options) Validate() error {
 	if o.MinFreeBytes < 0 {
 		return fmt.Errorf("min free bytes must not be negative, got %d", o.MinFreeBytes)
 	}
+	if o.WindowRetention < 0 {
+		return fmt.Errorf("window retention must not be negative, got %s", o.WindowRetention)
+	}
 	return nil
 }
 
@@ -111,8 +120,14 @@ func (o *Options) withDefaults() Options {
 	if c.MinFreeBytes == 0 {
 		c.MinFreeBytes = DefaultMinFreeBytes
 	}
+	if c.WindowRetention == 0 {
+		c.WindowRetention = DefaultWindowRetention
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
 	}
 	if c.statfs == nil {
 		c.statfs = freeBytes
@@ -201,6 +216,9 @@ type Store struct {
 	mu     sync.RWMutex
 	pods   map[types.UID]*pod
 	series map[string]*series
+	// windows are the windowed counts of each series (window.go), by the
+	// same key as series.
+	windows map[string]*slotSeries
 	// settings are what the state was written under (Setting); guarded
 	// by mu.
 	settings map[string][]byte
@@ -254,10 +272,11 @@ func Open(opts Options) (*Store, error) {
 	}
 	opts = opts.withDefaults()
 	s := &Store{
-		opts:   opts,
-		log:    opts.Logger,
-		pods:   map[types.UID]*pod{},
-		series: map[string]*series{},
+		opts:    opts,
+		log:     opts.Logger,
+		pods:    map[types.UID]*pod{},
+		series:  map[string]*series{},
+		windows: map[string]*slotSeries{},
 
 		settings: map[string][]byte{},
 		layouts:  map[uint32][]float64{},
@@ -441,6 +460,14 @@ func (s *Store) loadRecord(key, val []byte) error {
 		if err != nil {
 			return err
 		}
+		family, length, start, window, err := parseWindowFamily(family)
+		if err != nil {
+			return err
+		}
+		if window {
+			s.loadSlot(family, labels, length, start, agg)
+			return nil
+		}
 		if agg.Histogram != nil {
 			agg.Exemplars = make([]Exemplar, len(s.opts.Buckets)+1)
 		}
@@ -523,6 +550,7 @@ func (s *Store) Apply(c Change) error {
 		s.stats.count(OpApply, false)
 		return err
 	}
+	slots := s.updatedSlots(c, s.opts.now())
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	switch {
@@ -553,6 +581,12 @@ func (s *Store) Apply(c Change) error {
 			return fmt.Errorf("write %s series: %w", sr.family, err)
 		}
 	}
+	for _, ps := range slots {
+		if err := txn.Set(ps.recordKey(), encodeAggregate(ps.agg, s.layout)); err != nil {
+			s.stats.count(OpApply, false)
+			return fmt.Errorf("write %s window: %w", ps.family, err)
+		}
+	}
 	if err := txn.Commit(); err != nil {
 		s.stats.count(OpApply, false)
 		return fmt.Errorf("commit pod %s: %w", c.UID, err)
@@ -565,6 +599,7 @@ func (s *Store) Apply(c Change) error {
 	for key, sr := range updated {
 		s.series[key] = sr
 	}
+	s.keepSlots(slots)
 	for _, e := range exemplars {
 		e.agg.Exemplars[e.bucket] = *e.exemplar
 	}
@@ -791,9 +826,20 @@ func (s *Store) Aggregates(fn func(family string, labels []string, agg *Aggregat
 	}
 }
 
-// Start runs value-log garbage collection every GCInterval until ctx ends.
+// Start runs value-log garbage collection every GCInterval, and the
+// compaction of the windowed counts every FineSlot, until ctx ends.
 func (s *Store) Start(ctx context.Context) error {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		wait.UntilWithContext(ctx, func(context.Context) {
+			err := s.compactWindows(s.opts.now())
+			if err != nil && !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrClosed) {
+				s.log.Warn("Compacting the windowed counts failed: trying again later", "err", err)
+			}
+		}, FineSlot)
+	})
 	wait.UntilWithContext(ctx, func(context.Context) { s.collectGarbage() }, s.opts.GCInterval)
+	wg.Wait()
 	return nil
 }
 
