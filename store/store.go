@@ -77,8 +77,9 @@ type Options struct {
 	WindowRetention time.Duration
 	// Logger receives the store's and badger's logs. Default: discard.
 	Logger *slog.Logger
-	// now is the clock the windowed counts are kept by; tests replace it.
-	now func() time.Time
+	// Now is the clock the windowed counts are kept by. Default time.Now;
+	// tests set their own.
+	Now func() time.Time
 	// statfs reports the free bytes of the filesystem holding a path;
 	// tests replace it.
 	statfs func(path string) (int64, error)
@@ -126,8 +127,8 @@ func (o *Options) withDefaults() Options {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.now == nil {
-		c.now = time.Now
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	if c.statfs == nil {
 		c.statfs = freeBytes
@@ -550,7 +551,7 @@ func (s *Store) Apply(c Change) error {
 		s.stats.count(OpApply, false)
 		return err
 	}
-	slots := s.updatedSlots(c, s.opts.now())
+	slots := s.updatedSlots(c, s.opts.Now())
 	txn := s.db.NewTransaction(true)
 	defer txn.Discard()
 	switch {
@@ -832,7 +833,7 @@ func (s *Store) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		wait.UntilWithContext(ctx, func(context.Context) {
-			err := s.compactWindows(s.opts.now())
+			err := s.compactWindows(s.opts.Now())
 			if err != nil && !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrClosed) {
 				s.log.Warn("Compacting the windowed counts failed: trying again later", "err", err)
 			}

@@ -19,7 +19,7 @@ func (c *clock) now() time.Time { return c.t }
 
 func openAt(t *testing.T, dir string, c *clock) *Store {
 	t.Helper()
-	s, err := Open(Options{Dir: dir, now: c.now, WindowRetention: 3 * 24 * time.Hour})
+	s, err := Open(Options{Dir: dir, Now: c.now, WindowRetention: 3 * 24 * time.Hour})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
