@@ -40,7 +40,7 @@ func (slo *SLO) ThresholdFor(labels map[string]string) float64 {
 // Matcher is one parsed label matcher of an SLO.
 type Matcher struct {
 	Name, Op, Value string
-	re            *regexp.Regexp
+	re              *regexp.Regexp
 }
 
 // Matches tells whether a series with these labels is one the SLO holds

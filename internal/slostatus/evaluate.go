@@ -30,10 +30,10 @@ type Status struct {
 	Class *Class `json:"-"`
 	// Name, Label and ClassName repeat the SLO's name, its label and the
 	// class for the JSON output.
-	Name      string `json:"slo"`
-	Title     string `json:"title"`
-	Label     string `json:"label"`
-	ClassName string `json:"class"`
+	Name      string  `json:"slo"`
+	Title     string  `json:"title"`
+	Label     string  `json:"label"`
+	ClassName string  `json:"class"`
 	Objective float64 `json:"objective"`
 	Window    string  `json:"window"`
 	Threshold float64 `json:"thresholdSeconds,omitempty"`
