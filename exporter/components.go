@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -18,6 +19,7 @@ import (
 	"github.com/podslo/podslo/informers"
 	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/pipeline"
 	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/store"
@@ -63,7 +65,7 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 	if o.StateDir == store.InMemory {
 		c.log.Warn("State is kept in memory only: a restart forgets what was observed and may count it again", "stateDir", o.StateDir)
 	}
-	if c.store, err = store.Open(store.Options{Dir: o.StateDir, MinFreeBytes: o.StateMinFree, Logger: c.log.With("component", "store")}); err != nil {
+	if c.store, err = store.Open(store.Options{Dir: o.StateDir, MinFreeBytes: o.StateMinFree, WindowRetention: cfg.windowRetention(), Logger: c.log.With("component", "store")}); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -120,8 +122,15 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 		perPod = podslocollectors.NewPerPod(c.store, cfg.labels, cfg.families)
 	}
 	mux := serve.Mux(podslocollectors.Handler(reg, perPod, cfg.families, c.log), c.pipeline.Ready)
+	since, err := windowsSince(c.store, time.Now())
+	if err != nil {
+		c.log.Warn("Recording when the windowed counts begin failed: the landing page dates them from this start", "err", err)
+	}
+	src := source(c.scope, since)
+	src.Version = version.Version
 	page := &landing{
 		table:      func() classtable.Table { return classtable.FromStore(c.store, cfg.labels.Histogram) },
+		slos:       func() slostatus.Report { return cfg.status.FromStore(c.store, time.Now(), src) },
 		ready:      c.pipeline.Ready,
 		version:    version.Version,
 		dashboards: o.DashboardsURL,

@@ -6,8 +6,10 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/podslo/podslo/alerts"
 	podslocollectors "github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/netpolicy"
 	"github.com/podslo/podslo/sli"
@@ -55,6 +57,10 @@ type config struct {
 	profile *netpolicy.Profile
 	// web is --web.config.file, validated.
 	web serve.WebConfig
+	// slos are --slos-file's SLOs, or the release's; status evaluates them
+	// from the store's windowed counts.
+	slos   *alerts.Spec
+	status *slostatus.Evaluator
 }
 
 // Option changes how New builds the exporter. These are seams for tests and

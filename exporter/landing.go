@@ -2,18 +2,30 @@ package exporter
 
 import (
 	"bytes"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/base64"
 	"encoding/json"
 	"html/template"
 	"log/slog"
 	"net/http"
+	"regexp"
 	"strconv"
 
 	"github.com/podslo/podslo/internal/classtable"
+	"github.com/podslo/podslo/internal/slostatus"
 )
 
 //go:embed landing.html
 var landingHTML string
+
+// landingCSP allows the page its one style element, by hash, and nothing
+// else.
+var landingCSP = func() string {
+	m := regexp.MustCompile(`(?s)<style>(.*?)</style>`).FindStringSubmatch(landingHTML)
+	sum := sha256.Sum256([]byte(m[1]))
+	return "default-src 'none'; style-src 'sha256-" + base64.StdEncoding.EncodeToString(sum[:]) + "'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+}()
 
 // landingTemplate escapes every value, class names included: they come from
 // the cluster's objects, not from podslo.
@@ -26,6 +38,7 @@ var landingTemplate = template.Must(template.New("landing").
 // table as JSON for `podslo demo` and other clients.
 type landing struct {
 	table      func() classtable.Table
+	slos       func() slostatus.Report
 	ready      func() bool
 	version    string
 	dashboards string
@@ -39,6 +52,7 @@ type landing struct {
 func (l *landing) register(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", l.page)
 	mux.HandleFunc("GET /api/v1/classes", l.classes)
+	mux.HandleFunc("GET /api/v1/slos", l.sloReport)
 }
 
 type landingData struct {
@@ -47,6 +61,7 @@ type landingData struct {
 	Rows          []classtable.Row
 	DashboardsURL string
 	Policies      policyTable
+	SLOs          sloPage
 }
 
 func (l *landing) page(w http.ResponseWriter, r *http.Request) {
@@ -58,6 +73,7 @@ func (l *landing) page(w http.ResponseWriter, r *http.Request) {
 		Ready:         l.ready(),
 		Rows:          l.table().Rows,
 		DashboardsURL: l.dashboards,
+		SLOs:          newSLOPage(l.slos()),
 	}
 	if l.policies != nil {
 		data.Policies = l.policies()
@@ -68,7 +84,22 @@ func (l *landing) page(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "rendering the landing page failed", http.StatusInternalServerError)
 		return
 	}
+	// Nothing but the page's own style runs or loads: no script, no
+	// outside asset, no frame; the charts are inline SVG.
+	w.Header().Set("Content-Security-Policy", landingCSP)
 	respond(w, r, "text/html; charset=utf-8", buf.Bytes())
+}
+
+// sloReport serves the windowed counts behind the SLO table, as counts, so
+// that `podslo report` can add up several exporters' before evaluating.
+func (l *landing) sloReport(w http.ResponseWriter, r *http.Request) {
+	body, err := json.Marshal(l.slos())
+	if err != nil {
+		l.log.Error("Encoding the SLO report failed", "err", err)
+		http.Error(w, "encoding the SLO report failed", http.StatusInternalServerError)
+		return
+	}
+	respond(w, r, "application/json", append(body, '\n'))
 }
 
 func (l *landing) classes(w http.ResponseWriter, r *http.Request) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/internal/testenv"
 )
 
@@ -97,7 +98,7 @@ var wantHeader = []string{"label", "class", "count", "p50", "p90", "p99", "re-cr
 // wantLinks are the landing page's links, relative to the page.
 func wantLinks(dashboards string) map[string]string {
 	return map[string]string{
-		"Metrics": "metrics", "This table as JSON": "api/v1/classes", "Health": "healthz", "Readiness": "readyz",
+		"Metrics": "metrics", "The sandbox creation table as JSON": "api/v1/classes", "The SLOs' windowed counts as JSON": "api/v1/slos", "Health": "healthz", "Readiness": "readyz",
 		"Dashboards": dashboards,
 	}
 }
@@ -116,11 +117,17 @@ func rowsText(tb classtable.Table) []string {
 // landingServer serves table through the exporter's own mux, with a
 // /metrics that says so.
 func landingServer(t *testing.T, table classtable.Table, ready bool, dashboards string) *httptest.Server {
+	return sloServer(t, table, slostatus.Report{}, ready, dashboards)
+}
+
+// sloServer is landingServer with an SLO report.
+func sloServer(t *testing.T, table classtable.Table, report slostatus.Report, ready bool, dashboards string) *httptest.Server {
 	t.Helper()
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "metrics\n") })
 	mux := serve.Mux(metrics, func() bool { return ready })
 	page := &landing{
 		table:      func() classtable.Table { return table },
+		slos:       func() slostatus.Report { return report },
 		ready:      func() bool { return ready },
 		version:    "v1.2.3",
 		dashboards: dashboards,
@@ -157,7 +164,7 @@ func TestLandingPage(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, body)
 	assert.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
 	assert.Equal(t, "no-store", resp.Header.Get("Cache-Control"))
-	assert.Contains(t, body, `<meta http-equiv="refresh" content="5">`)
+	assert.Contains(t, body, `<meta http-equiv="refresh" content="10">`)
 	assert.NotContains(t, body, "<script", "class names are escaped")
 	assert.Contains(t, body, "&lt;script&gt;")
 

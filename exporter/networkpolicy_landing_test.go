@@ -18,6 +18,7 @@ import (
 
 	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/netpolicy"
 )
@@ -72,6 +73,7 @@ func policyLandingServer(t *testing.T, n *networkPolicies) *httptest.Server {
 	mux := serve.Mux(http.NotFoundHandler(), func() bool { return true })
 	page := &landing{
 		table:    func() classtable.Table { return classtable.Table{} },
+		slos:     func() slostatus.Report { return slostatus.Report{} },
 		ready:    func() bool { return true },
 		version:  "v1.2.3",
 		policies: n.landingTable,

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,9 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/podslo/podslo/alerts"
 	"github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
 	"github.com/podslo/podslo/internal/serve"
+	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/netpolicy"
 	"github.com/podslo/podslo/scope"
@@ -51,6 +54,10 @@ type Options struct {
 	// as the Grafana folder they were imported into. Default
 	// DefaultDashboardsURL.
 	DashboardsURL string
+	// SLOsFile is a slos.yaml (alerts/slos.yaml's format) whose SLOs the
+	// landing page and /api/v1/slos evaluate from the windowed counts.
+	// Default none: the slos.yaml this release ships.
+	SLOsFile string
 	// StateDir holds the badger state. store.InMemory keeps it in memory and
 	// loses exactly-once across restarts. Default DefaultStateDir.
 	StateDir string
@@ -129,6 +136,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "listen-address", DefaultListenAddress, "Address serving the landing page on /, /api/v1/classes, /metrics, /healthz and /readyz")
 	fs.StringVar(&o.WebConfigFile, serve.WebConfigFlag, "", serve.WebConfigUsage)
 	fs.StringVar(&o.DashboardsURL, "dashboards-url", DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
+	fs.StringVar(&o.SLOsFile, "slos-file", "", "A slos.yaml whose SLOs the landing page and /api/v1/slos evaluate; default: the SLOs this release ships (alerts/slos.yaml)")
 	fs.StringVar(&o.StateDir, "state-dir", DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
 	fs.Var(newQuantityValue(&o.StateMinFree, store.DefaultMinFreeBytes), "state-min-free", "Free space the state filesystem must keep for a state write to go ahead (a quantity, e.g. 64Mi); below it writes wait and podslo_store_writable is 0")
 	if o.PerPodMetrics == nil {
@@ -347,6 +355,11 @@ func (o *Options) resolve() (config, error) {
 	} else if o.Autoshard.Enabled() && (o.Scope.Sharded() || o.Scope.Shard != 0) {
 		errs = append(errs, errors.New("--shard and --total-shards come from the StatefulSet with --pod and --pod-namespace: set one or the other"))
 	}
+	if cfg.slos, err = o.loadSLOs(); err != nil {
+		errs = append(errs, err)
+	} else if cfg.status, err = slostatus.New(cfg.slos, cfg.histogramLabels.Names()); err != nil {
+		errs = append(errs, fmt.Errorf("--slos-file: %w", err))
+	}
 	if o.StateDir != "" {
 		sopts := store.Options{Dir: o.StateDir}
 		if err := sopts.Validate(); err != nil {
@@ -370,6 +383,28 @@ func (o *Options) resolve() (config, error) {
 	cfg.nodeLabels = cfg.histogramLabels.NodeLabelKeys()
 	cfg.ownerKind = cfg.histogramLabels.OwnerKind()
 	return cfg, nil
+}
+
+// loadSLOs reads --slos-file, or the SLOs the release ships.
+func (o *Options) loadSLOs() (*alerts.Spec, error) {
+	if o.SLOsFile == "" {
+		return alerts.Default()
+	}
+	spec, err := alerts.Load(o.SLOsFile)
+	if err != nil {
+		return nil, fmt.Errorf("--slos-file: %w", err)
+	}
+	return spec, nil
+}
+
+// windowRetention is how long the store keeps its windowed counts: the
+// longest SLO window, and at least the longest alert window.
+func (c *config) windowRetention() time.Duration {
+	keep := slices.Max(alerts.RatioWindows())
+	for i := range c.slos.SLOs {
+		keep = max(keep, c.slos.SLOs[i].WindowDuration())
+	}
+	return keep
 }
 
 // networkPluginProfile loads --network-plugin-profile; nil without it.
