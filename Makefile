@@ -57,7 +57,7 @@ IMAGE_SOURCE ?= https://github.com/podslo/podslo
 IMAGE_LICENSES ?= NOASSERTION
 CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
 
-.PHONY: build image image-test release test demo e2e unit testbin clusterbin nodebin runtimebin promstackbin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
+.PHONY: build image image-test release test demo e2e screenshot unit testbin clusterbin nodebin runtimebin promstackbin kwokbin helmbin manifests lint bench fuzz mixin mixin-check dashboard-lint clean help
 
 ## build: bin/podslo, the release build (static, stamped with VERSION and the
 ## commit). The default target.
@@ -172,6 +172,11 @@ demo: build $(if $(findstring --prometheus,$(DEMO_FLAGS)),promstackbin)
 ## same code runs under -race in the other packages' tests.
 e2e: testbin clusterbin kwokbin promstackbin helmbin
 	$(GO) test -count=1 -timeout 20m ./e2e/
+
+## screenshot: docs/img/landing.png, the landing page the README opens with,
+## as headless Chromium renders it in the landing page's test.
+screenshot: testbin
+	PODSLO_SCREENSHOT=$(CURDIR)/docs/img/landing.png $(GO) test -count=1 -run 'TestLandingPageOnRealAPIServer' ./exporter/
 
 ## unit: the tests that need no API server.
 unit:

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +21,10 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/podslo/podslo/alerts"
 	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/testenv"
+	"github.com/podslo/podslo/lifecycle"
 )
 
 // installChromium is how a Debian machine gets the browser; .ci/run does it.
@@ -93,7 +98,15 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 	sandbox := func(status corev1.ConditionStatus, at time.Time) corev1.PodCondition {
 		return condAt(corev1.PodReadyToStartContainers, status, at)
 	}
+	// truth records every sandbox creation the test makes: the SLO table
+	// must say what follows from it.
+	var truth []creation
 	observed := func(s podSpec, seconds int) *corev1.Pod {
+		storage := "none"
+		for _, class := range s.ephemeral {
+			storage = class
+		}
+		truth = append(truth, creation{runtime: s.runtimeClass, storage: storage, seconds: float64(seconds)})
 		p := testenv.CreatePod(t, c, ns, s.pod())
 		kubelet(t, c, p, condAt(corev1.PodScheduled, corev1.ConditionTrue, base.Add(-time.Duration(seconds)*time.Second)), sandbox(corev1.ConditionTrue, base))
 		return p
@@ -164,5 +177,98 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 			{"storage_class", "slow", "1", "9s", "9.8s", "10s", "0", "0"},
 		}, p.rows)
 		assert.Equal(t, wantLinks(dashboards), p.links)
+
+		// The SLO table as the browser laid it out, against what the
+		// test's own pods make of the SLOs the release ships.
+		_, rows, _ := sloTable(t, dumpDOM(t, url+"/"))
+		got := map[string]string{}
+		for _, r := range rows {
+			got[r[0]+" "+r[1]] = strings.Join([]string{r[3], r[4], r[5]}, " ")
+		}
+		assert.Equal(t, expectedSLOs(t, truth), got)
+
+		if path := os.Getenv("PODSLO_SCREENSHOT"); path != "" {
+			// make screenshot: the README opens with this page.
+			screenshot(t, url+"/", path)
+		}
 	})
+}
+
+// screenshot saves url as headless Chromium renders it, as a PNG at path.
+func screenshot(t *testing.T, url, path string) {
+	t.Helper()
+	abs, err := filepath.Abs(path)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, chromiumPath(t),
+		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+		"--user-data-dir="+t.TempDir(), "--window-size=1700,760", "--screenshot="+abs, url)
+	testenv.DieWithParent(cmd)
+	cmd.WaitDelay = 5 * time.Second
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "chromium --screenshot %s:\n%s", url, out)
+	t.Logf("Saved the landing page as %s", abs)
+}
+
+// creation is one sandbox creation a test made, and its latency.
+type creation struct {
+	runtime, storage string
+	seconds          float64
+}
+
+// expectedSLOs computes, from the creations alone, the attainment, events
+// and budget left of every sandbox creation SLO (latency and success) of
+// the release's slos.yaml, per class, as "title label class" → "attainment events budget".
+func expectedSLOs(t *testing.T, truth []creation) map[string]string {
+	t.Helper()
+	spec, err := alerts.Default()
+	require.NoError(t, err)
+	want := map[string]string{}
+	for i := range spec.SLOs {
+		slo := &spec.SLOs[i]
+		creations := slo.Latency != nil && slo.Latency.Histogram == "podslo_sandbox_creation_duration_seconds"
+		success := slo.Success != nil && slo.Success.Successes == "podslo_sandbox_creation_duration_seconds_count"
+		if !creations && !success {
+			continue
+		}
+		matchers, err := slo.ParsedMatchers()
+		require.NoError(t, err)
+		for _, label := range slo.GroupBy {
+			type sums struct{ good, total int }
+			by := map[string]*sums{}
+			for _, c := range truth {
+				labels := map[string]string{"runtime_class": c.runtime, "storage_class": c.storage}
+				if !slices.ContainsFunc(matchers, func(m alerts.Matcher) bool { return !m.Matches(labels) }) {
+					s := by[labels[label]]
+					if s == nil {
+						s = &sums{}
+						by[labels[label]] = s
+					}
+					switch {
+					case creations:
+						s.total++
+						if c.seconds <= slo.ThresholdFor(labels) {
+							s.good++
+						}
+					default:
+						// A creation, and a timeout too when it took longer
+						// than --sandbox-creation-timeout.
+						s.total++
+						s.good++
+						if c.seconds > lifecycle.DefaultSandboxCreationTimeout.Seconds() {
+							s.total++
+						}
+					}
+				}
+			}
+			for class, s := range by {
+				attainment := 100 * float64(s.good) / float64(s.total)
+				budget := 100 * (1 - (1-attainment/100)/(1-slo.Objective/100))
+				want[slo.Title+" "+label+" "+class] = fmt.Sprintf("%.2f%% %d %.2f%%", attainment, s.total, budget)
+			}
+		}
+	}
+	return want
 }

@@ -42,7 +42,7 @@ func parsePage(t *testing.T, r io.Reader) renderedPage {
 	var table *html.Node
 	for n := range doc.Descendants() {
 		switch {
-		case n.DataAtom == atom.Title:
+		case n.DataAtom == atom.Title && n.Parent.DataAtom == atom.Head:
 			p.title = textOf(n)
 		case n.DataAtom == atom.A:
 			p.links[textOf(n)] = attr(n, "href")

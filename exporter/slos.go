@@ -92,6 +92,8 @@ const (
 
 type lineChart struct {
 	Points string
+	// LastX and LastY mark today's budget, the line's end.
+	LastX, LastY float64
 	// Zero is the y of budget 0: under it the budget is overspent.
 	Zero  float64
 	Label string
@@ -223,22 +225,22 @@ func budgetChart(days []float64) *lineChart {
 		return round1(chartHeight / 2 * (1 - v/100))
 	}
 	var pts []string
-	step := float64(chartWidth) / float64(max(len(days)-1, 1))
+	c := &lineChart{Zero: y(0), Label: fmt.Sprintf("Error budget left at the end of each of the last %d days, from -100%% to 100%%", len(days))}
+	// Inset by the marker's radius, so that it shows whole at either end.
+	const inset = 3
+	step := float64(chartWidth-2*inset) / float64(max(len(days)-1, 1))
 	for i, v := range days {
 		if math.IsNaN(v) {
 			continue
 		}
-		pts = append(pts, strconv.FormatFloat(round1(float64(i)*step), 'f', -1, 64)+","+strconv.FormatFloat(y(v), 'f', -1, 64))
+		c.LastX, c.LastY = round1(inset+float64(i)*step), min(max(y(v), inset), chartHeight-inset)
+		pts = append(pts, strconv.FormatFloat(c.LastX, 'f', -1, 64)+","+strconv.FormatFloat(c.LastY, 'f', -1, 64))
 	}
 	if len(pts) == 0 {
 		return nil
 	}
-	if len(pts) == 1 {
-		// One point draws nothing: a flat line from it to today.
-		pts = append(pts, strconv.FormatFloat(chartWidth, 'f', -1, 64)+","+strings.Split(pts[0], ",")[1])
-	}
-	return &lineChart{Points: strings.Join(pts, " "), Zero: y(0),
-		Label: fmt.Sprintf("Error budget left at the end of each of the last %d days, from -100%% to 100%%", len(days))}
+	c.Points = strings.Join(pts, " ")
+	return c
 }
 
 // distributionChart draws the events per classic bucket, one bar each, the
