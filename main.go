@@ -16,6 +16,6 @@ func main() {
 	defer stop()
 	if err := cmd.NewRoot(os.Stderr).ExecuteContext(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, "podslo:", err)
-		os.Exit(1)
+		os.Exit(cmd.ExitCode(err))
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/prometheus/common/version"
 	"github.com/spf13/cobra"
@@ -36,6 +37,12 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Expor
 	root.AddCommand(newAgentCommand(stderr, startAgent))
 	root.AddCommand(newDemoCommand(os.Stdout, stderr))
 	root.AddCommand(newVersionCommand())
+	root.AddCommand(newReportCommand())
+	if filepath.Base(os.Args[0]) == "kubectl-podslo" {
+		// Installed as a kubectl plugin, it is run as `kubectl podslo`, and
+		// its help says so.
+		root.Annotations = map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl podslo"}
+	}
 	return root
 }
 

@@ -187,6 +187,33 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 		}
 		assert.Equal(t, expectedSLOs(t, truth), got)
 
+		t.Run("podslo report", func(t *testing.T) {
+			// The command, built, against the running exporter: the same
+			// numbers, and exit status 2, since classes are breached.
+			cmd := exec.Command(testenv.PodsloBinary(t), "report", "--url", url, "-o", "json")
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit, "stderr: %s", stderr.String())
+			assert.Equal(t, 2, exit.ExitCode(), "breached: %s", stderr.String())
+			var report struct {
+				Breached bool
+				Statuses []struct {
+					Title, Label, Class    string
+					Events                 uint64
+					Attainment, BudgetLeft float64
+				}
+			}
+			require.NoError(t, json.Unmarshal(stdout.Bytes(), &report), stdout.String())
+			assert.True(t, report.Breached)
+			fromReport := map[string]string{}
+			for _, st := range report.Statuses {
+				fromReport[st.Title+" "+st.Label+" "+st.Class] = fmt.Sprintf("%.2f%% %d %.2f%%", st.Attainment, st.Events, st.BudgetLeft)
+			}
+			assert.Equal(t, expectedSLOs(t, truth), fromReport)
+		})
+
 		if path := os.Getenv("PODSLO_SCREENSHOT"); path != "" {
 			// make screenshot: the README opens with this page.
 			screenshot(t, url+"/", path)

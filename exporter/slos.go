@@ -7,10 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/model"
-
-	"github.com/podslo/podslo/alerts"
-	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/scope"
 	"github.com/podslo/podslo/store"
@@ -68,20 +64,9 @@ type sloPage struct {
 }
 
 type sloRow struct {
-	Title, Name, Label, Class string
-	Objective                 string
-	Window                    string
-	Attainment                string
-	Events                    uint64
-	Budget                    string
-	BudgetClass               string // "ok", "low" or "out", for the cell's colour
-	Burn                      []string
-	Firing                    string
-	Threshold                 string
-	Quantiles                 string
-	Precision                 string
-	BudgetChart               *lineChart
-	Distribution              *barChart
+	slostatus.Row
+	BudgetChart  *lineChart
+	Distribution *barChart
 }
 
 // Chart geometry, in SVG user units.
@@ -118,102 +103,18 @@ func newSLOPage(r slostatus.Report) sloPage {
 		p.Source = r.Sources[0]
 		p.Since = p.Source.Since.UTC().Format(time.RFC3339)
 	}
-	for _, bw := range alerts.BurnWindows {
-		p.Windows = append(p.Windows, model.Duration(bw.Long).String())
-	}
+	p.Windows = slostatus.BurnWindows()
 	for _, st := range slostatus.Evaluate(&r) {
-		row := sloRow{
-			Title: st.Title, Name: st.Name, Label: st.Label, Class: st.ClassName,
-			Objective: formatPercent(st.Objective), Window: st.Window,
-			Attainment: formatPercent(st.Attainment), Events: st.Events,
-			Budget: formatPercent(st.BudgetLeft), BudgetClass: budgetClass(st.BudgetLeft),
-			Firing: strings.Join(st.Firing, ", "),
-		}
-		if row.Firing == "" {
-			row.Firing = "none"
-		}
+		row := sloRow{Row: slostatus.NewRow(st), BudgetChart: budgetChart(st.BudgetByDay)}
 		if st.Breached {
 			p.Breached++
 		}
-		for _, w := range p.Windows {
-			burn, ok := st.Burn[w]
-			if !ok {
-				burn = math.NaN()
-			}
-			row.Burn = append(row.Burn, formatBurn(burn))
-		}
-		row.BudgetChart = budgetChart(st.BudgetByDay)
 		if st.SLO.Bounds != nil {
-			row.Threshold = classtable.FormatSeconds(st.Threshold)
-			row.Quantiles = quantiles(st.SLO.Bounds, st.Class.Distribution)
 			row.Distribution = distributionChart(st.SLO.Bounds, st.Class.Distribution, st.Threshold)
-			row.Precision = precision(st.Class.Precise, st.Events)
 		}
 		p.Rows = append(p.Rows, row)
 	}
 	return p
-}
-
-func formatPercent(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64) + "%"
-}
-
-func formatBurn(v float64) string {
-	if math.IsNaN(v) {
-		return "-"
-	}
-	return strconv.FormatFloat(v, 'f', 2, 64)
-}
-
-func budgetClass(v float64) string {
-	switch {
-	case math.IsNaN(v):
-		return "none"
-	case v < 0:
-		return "out"
-	case v < 25:
-		return "low"
-	}
-	return "ok"
-}
-
-// quantiles names the bounds the median and the 99th percentile lie
-// between: the precision the classic buckets have.
-func quantiles(bounds []float64, dist []uint64) string {
-	var out []string
-	for _, q := range []struct {
-		name string
-		q    float64
-	}{{"p50", 0.5}, {"p99", 0.99}} {
-		lo, hi, ok := slostatus.Quantile(bounds, dist, q.q)
-		if !ok {
-			return "-"
-		}
-		switch {
-		case math.IsInf(hi, 1):
-			out = append(out, q.name+" > "+classtable.FormatSeconds(lo))
-		case lo == 0:
-			out = append(out, q.name+" ≤ "+classtable.FormatSeconds(hi))
-		default:
-			out = append(out, q.name+" in ("+classtable.FormatSeconds(lo)+", "+classtable.FormatSeconds(hi)+"]")
-		}
-	}
-	return strings.Join(out, ", ")
-}
-
-func precision(precise, events uint64) string {
-	switch {
-	case events == 0:
-		return ""
-	case precise == events:
-		return "all measured in milliseconds"
-	case precise == 0:
-		return "all measured in whole seconds"
-	}
-	return fmt.Sprintf("%d of %d measured in milliseconds, the rest in whole seconds", precise, events)
 }
 
 // budgetChart draws the budget left at the end of each day of the window,

@@ -67,7 +67,9 @@ func Evaluate(r *Report) []Status {
 		for j := range slo.Classes {
 			c := &slo.Classes[j]
 			total := c.Windows[slo.Window]
-			allowed := 1 - slo.Objective/100
+			// In percent: 100 - 99 is exactly 1, where 1 - 0.99 is not
+			// exactly 0.01.
+			allowed := 100 - slo.Objective
 			st := Status{
 				SLO: slo, Class: c, Name: slo.Name, Title: slo.Title, Label: slo.Label, ClassName: c.Class,
 				Objective: slo.Objective, Window: slo.Window, Threshold: c.ThresholdSeconds,
@@ -77,7 +79,7 @@ func Evaluate(r *Report) []Status {
 				Burn:       map[string]float64{},
 			}
 			for w, counts := range c.Windows {
-				st.Burn[w] = counts.errorRatio() / allowed
+				st.Burn[w] = 100 * counts.errorRatio() / allowed
 			}
 			for _, bw := range alerts.BurnWindows {
 				long, short := c.Windows[model.Duration(bw.Long).String()], c.Windows[model.Duration(bw.Short).String()]
@@ -133,11 +135,13 @@ func percent(c Counts) float64 {
 	return 100 * float64(c.Good) / float64(c.Total)
 }
 
+// budgetLeft is in percent; allowed is the error budget, in percent of
+// events.
 func budgetLeft(c Counts, allowed float64) float64 {
 	if c.Total == 0 {
 		return math.NaN()
 	}
-	return 100 * (1 - c.errorRatio()/allowed)
+	return 100 * (1 - 100*c.errorRatio()/allowed)
 }
 
 // Breached tells whether any status is breached: `podslo report` exits
