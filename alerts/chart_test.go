@@ -287,8 +287,13 @@ monitoring:
 
 			spec, err := Load("slos.yaml")
 			require.NoError(t, err)
+			// What the exporter evaluates (--slos-values): the SLOs the
+			// chart's rules hold.
+			fromValues, err := spec.WithValues([]byte(tc.values))
+			require.NoError(t, err)
 			tc.spec(spec)
 			require.NoError(t, spec.Validate())
+			assert.Equal(t, spec.SLOs, fromValues.SLOs, "WithValues")
 			assert.Equal(t, spec.RecordingRules(), rules, "recording rules")
 			assert.Equal(t, spec.Alerts(), alerts, "alerts")
 

@@ -484,8 +484,12 @@ func startExporter(t *testing.T, env *testenv.Env, cfg *rest.Config, args []stri
 	require.NoError(t, clientcmd.WriteToFile(*kc, kubeconfig))
 
 	addr := freeAddress(t)
-	// The chart's flags, then the local ones, which win.
-	cmd := exec.Command(testenv.PodsloBinary(t), append(args, "--listen-address="+addr, "--state-dir="+t.TempDir(), "--kubeconfig="+kubeconfig)...)
+	// The chart's flags, then the local ones, which win. The SLO values the
+	// chart mounts are its values.yaml's where the test sets none of its
+	// own (TestCustom checks what it mounts when they are set).
+	require.Contains(t, args, "--slos-values=/etc/podslo/slos/values.yaml")
+	local := []string{"--listen-address=" + addr, "--state-dir=" + t.TempDir(), "--kubeconfig=" + kubeconfig, "--slos-values=" + filepath.Join(ChartDir(), "values.yaml")}
+	cmd := exec.Command(testenv.PodsloBinary(t), append(args, local...)...)
 	logs, done := testenv.StartCommand(t, "the exporter", cmd)
 	assert.EventuallyWithT(t, func(c *assert.CollectT) {
 		select {

@@ -24,8 +24,17 @@ var (
 	}}
 	shardedMode  = rendering{release: "podslo", namespace: "sharded", args: []string{"--set", "exporter.sharding.replicas=3"}}
 	perNodeMode  = rendering{release: "podslo", namespace: "per-node", args: []string{"--set", "exporter.mode=perNode"}}
-	exporterArgs = []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=info"}
+	exporterArgs = []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=info", "--slos-values=/etc/podslo/slos/values.yaml"}
 )
+
+// exporterMounts are the exporter's mounts with neither TLS nor a network
+// plugin profile: its state, and the SLO values of the chart.
+var exporterMounts = []corev1.VolumeMount{{Name: "state", MountPath: "/var/lib/podslo"}, {Name: "slos", MountPath: "/etc/podslo/slos", ReadOnly: true}}
+
+func slosVolume(configMap string) corev1.Volume {
+	return corev1.Volume{Name: "slos", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+		LocalObjectReference: corev1.LocalObjectReference{Name: configMap}}}}
+}
 
 func exporterContainer(t *testing.T, spec corev1.PodSpec) corev1.Container {
 	t.Helper()
@@ -160,7 +169,7 @@ func TestShardedMode(t *testing.T) {
 		{Name: "POD_NAMESPACE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
 		{Name: "GOMEMLIMIT", Value: "483183820"},
 	}, c.Env, "the variables are defined before the arguments use them")
-	assert.Equal(t, []corev1.VolumeMount{{Name: "state", MountPath: "/var/lib/podslo"}}, c.VolumeMounts)
+	assert.Equal(t, exporterMounts, c.VolumeMounts)
 	assertLockedDown(t, pod, c)
 
 	role := objs.get(t, "Role", "podslo-exporter-autosharding")
@@ -216,9 +225,9 @@ func TestPerNodeMode(t *testing.T) {
 	}, c.Env)
 	assert.Equal(t, []corev1.Toleration{{Operator: corev1.TolerationOpExists}}, pod.Tolerations, "every node's pods need their exporter")
 	assert.Equal(t, []corev1.Volume{{Name: "state", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
-		Path: "/var/lib/podslo/per-node/podslo-exporter", Type: ptrTo(corev1.HostPathDirectoryOrCreate)}}}}, pod.Volumes,
+		Path: "/var/lib/podslo/per-node/podslo-exporter", Type: ptrTo(corev1.HostPathDirectoryOrCreate)}}}, slosVolume("podslo-exporter-slos")}, pod.Volumes,
 		"a directory per release")
-	assert.Equal(t, []corev1.VolumeMount{{Name: "state", MountPath: "/var/lib/podslo"}}, c.VolumeMounts)
+	assert.Equal(t, exporterMounts, c.VolumeMounts)
 	assertLockedDown(t, pod, c)
 	assert.Nil(t, pod.SecurityContext.FSGroup, "a hostPath ignores it")
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -19,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	podsloalerts "github.com/podslo/podslo/alerts"
 )
 
 // helm finds the helm binary; the chart tests cannot run without it, and
@@ -155,7 +158,7 @@ func TestDefaults(t *testing.T) {
 	require.Len(t, pod.Containers, 1)
 	c := pod.Containers[0]
 	assert.Equal(t, "ghcr.io/podslo/podslo:"+releaseVersion(t), c.Image, "the chart's appVersion, VERSION")
-	assert.Equal(t, []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=info"}, c.Args)
+	assert.Equal(t, exporterArgs, c.Args)
 	assert.Equal(t, "podslo-exporter", pod.ServiceAccountName)
 	// 90% of 512Mi.
 	assert.Equal(t, &corev1.EnvVar{Name: "GOMEMLIMIT", Value: "483183820"}, env(c, "GOMEMLIMIT"))
@@ -164,8 +167,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, "state", claim.Name)
 	assert.Equal(t, "1Gi", claim.Spec.Resources.Requests.Storage().String())
 	assert.Nil(t, claim.Spec.StorageClassName, "the cluster's default StorageClass")
-	assert.Equal(t, []corev1.VolumeMount{{Name: "state", MountPath: "/var/lib/podslo"}}, c.VolumeMounts)
-	assert.Empty(t, pod.Volumes)
+	assert.Equal(t, exporterMounts, c.VolumeMounts)
+	assert.Equal(t, []corev1.Volume{slosVolume("podslo-exporter-slos")}, pod.Volumes)
 	assert.Equal(t, corev1.URISchemeHTTP, c.ReadinessProbe.HTTPGet.Scheme)
 	assert.Equal(t, "/readyz", c.ReadinessProbe.HTTPGet.Path)
 	assert.Equal(t, "/healthz", c.LivenessProbe.HTTPGet.Path)
@@ -265,7 +268,7 @@ func TestCustom(t *testing.T) {
 	c := pod.Containers[0]
 	assert.Equal(t, "ghcr.io/podslo/podslo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", c.Image)
 	assert.Equal(t, []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=debug",
-		"--web.config.file=/etc/podslo/web/web-config.yml",
+		"--slos-values=/etc/podslo/slos/values.yaml", "--web.config.file=/etc/podslo/web/web-config.yml",
 		"--network-plugin-profile=/etc/podslo/network-plugin-profile/profile.yaml", "--networkpolicy-target-pods", "--networkpolicy-events",
 		"--pod-label=team"}, c.Args)
 	assert.Equal(t, "slo-podslo-exporter", pod.ServiceAccountName)
@@ -278,13 +281,43 @@ func TestCustom(t *testing.T) {
 		{Name: "tls", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "slo-tls"}}},
 		{Name: "network-plugin-profile", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: "slo-podslo-exporter-network-plugin-profile"}}}},
+		{Name: "slos", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+			LocalObjectReference: corev1.LocalObjectReference{Name: "slo-podslo-exporter-slos"}}}},
 	}, pod.Volumes)
 	assert.ElementsMatch(t, []corev1.VolumeMount{
 		{Name: "state", MountPath: "/var/lib/podslo"},
 		{Name: "web-config", MountPath: "/etc/podslo/web", ReadOnly: true},
 		{Name: "tls", MountPath: "/etc/podslo/tls", ReadOnly: true},
 		{Name: "network-plugin-profile", MountPath: "/etc/podslo/network-plugin-profile", ReadOnly: true},
+		{Name: "slos", MountPath: "/etc/podslo/slos", ReadOnly: true},
 	}, c.VolumeMounts)
+	// The exporter evaluates the SLOs the rules hold: the values' class
+	// threshold and extra SLO, and a recording rule for each of its SLOs.
+	slos := into[corev1.ConfigMap](t, objs.get(t, "ConfigMap", "slo-podslo-exporter-slos"))
+	spec, err := podsloalerts.Default()
+	require.NoError(t, err)
+	spec, err = spec.WithValues([]byte(slos.Data["values.yaml"]))
+	require.NoError(t, err, slos.Data["values.yaml"])
+	evaluated := map[string]bool{}
+	for i, slo := range spec.SLOs {
+		evaluated[slo.Name] = true
+		if slo.Name == "sandbox_creation_latency" {
+			assert.Equal(t, 20.0, spec.SLOs[i].ThresholdFor(map[string]string{"runtime_class": "kata"}))
+		}
+	}
+	assert.True(t, evaluated["kata_sandbox_creation_latency"])
+	recorded := map[string]bool{}
+	period := regexp.MustCompile(`^[a-z_]+:podslo_([a-z0-9_]+)_errors:ratio_rate30d$`)
+	groups, _, err := unstructured.NestedSlice(objs.get(t, "PrometheusRule", "slo-podslo-rules").Object, "spec", "groups")
+	require.NoError(t, err)
+	for _, g := range groups {
+		for _, r := range g.(map[string]any)["rules"].([]any) {
+			if m := period.FindStringSubmatch(fmt.Sprint(r.(map[string]any)["record"])); m != nil {
+				recorded[m[1]] = true
+			}
+		}
+	}
+	assert.Equal(t, recorded, evaluated, "the SLOs of the rules are those the exporter evaluates")
 	profile := into[corev1.ConfigMap](t, objs.get(t, "ConfigMap", "slo-podslo-exporter-network-plugin-profile"))
 	assert.Equal(t, "maxVersion: \"1.8\"\nname: example-cni\nunimplemented:\n- egress\n", profile.Data["profile.yaml"])
 	// Basic auth covers the probes' paths too.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -58,6 +59,10 @@ type Options struct {
 	// landing page and /api/v1/slos evaluate from the windowed counts.
 	// Default none: the slos.yaml this release ships.
 	SLOsFile string
+	// SLOsValues is a Helm values file of the chart whose monitoring.slos
+	// and monitoring.extraSLOs change those SLOs as they change the
+	// chart's rules. Default none.
+	SLOsValues string
 	// StateDir holds the badger state. store.InMemory keeps it in memory and
 	// loses exactly-once across restarts. Default DefaultStateDir.
 	StateDir string
@@ -137,6 +142,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.WebConfigFile, serve.WebConfigFlag, "", serve.WebConfigUsage)
 	fs.StringVar(&o.DashboardsURL, "dashboards-url", DefaultDashboardsURL, "Where the landing page links to the dashboards, e.g. the Grafana folder they were imported into")
 	fs.StringVar(&o.SLOsFile, "slos-file", "", "A slos.yaml whose SLOs the landing page and /api/v1/slos evaluate; default: the SLOs this release ships (alerts/slos.yaml)")
+	fs.StringVar(&o.SLOsValues, "slos-values", "", "A values file of the Helm chart whose monitoring.slos and monitoring.extraSLOs change those SLOs, as they change its rules (the chart passes its own)")
 	fs.StringVar(&o.StateDir, "state-dir", DefaultStateDir, `Directory of the persistent state; ":memory:" keeps it in memory only`)
 	fs.Var(newQuantityValue(&o.StateMinFree, store.DefaultMinFreeBytes), "state-min-free", "Free space the state filesystem must keep for a state write to go ahead (a quantity, e.g. 64Mi); below it writes wait and podslo_store_writable is 0")
 	if o.PerPodMetrics == nil {
@@ -385,14 +391,27 @@ func (o *Options) resolve() (config, error) {
 	return cfg, nil
 }
 
-// loadSLOs reads --slos-file, or the SLOs the release ships.
+// loadSLOs reads --slos-file, or the SLOs the release ships, and applies
+// --slos-values.
 func (o *Options) loadSLOs() (*alerts.Spec, error) {
-	if o.SLOsFile == "" {
-		return alerts.Default()
+	spec, err := alerts.Default()
+	if o.SLOsFile != "" {
+		if spec, err = alerts.Load(o.SLOsFile); err != nil {
+			return nil, fmt.Errorf("--slos-file: %w", err)
+		}
 	}
-	spec, err := alerts.Load(o.SLOsFile)
 	if err != nil {
-		return nil, fmt.Errorf("--slos-file: %w", err)
+		return nil, err
+	}
+	if o.SLOsValues == "" {
+		return spec, nil
+	}
+	raw, err := os.ReadFile(o.SLOsValues)
+	if err != nil {
+		return nil, fmt.Errorf("--slos-values: %w", err)
+	}
+	if spec, err = spec.WithValues(raw); err != nil {
+		return nil, fmt.Errorf("--slos-values %s: %w", o.SLOsValues, err)
 	}
 	return spec, nil
 }

@@ -3,6 +3,10 @@ The exporter's pod template, shared by the StatefulSet (single and
 sharded modes) and the per-node DaemonSet; it differs by mode in the
 scope flags, the downward API variables and the state volume.
 */}}
+{{- define "podslo.exporter.sloValues" -}}
+{{- toYaml (dict "monitoring" (dict "slos" .Values.monitoring.slos "extraSLOs" .Values.monitoring.extraSLOs)) }}
+{{- end -}}
+
 {{- define "podslo.exporter.podTemplate" -}}
 {{- $mode := include "podslo.exporter.mode" . -}}
 metadata:
@@ -12,6 +16,8 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
   {{- $annotations := deepCopy (.Values.exporter.podAnnotations | default dict) }}
+  {{- /* The exporter reads its SLOs once: new ones restart it. */}}
+  {{- $_ := set $annotations "checksum/slos" (include "podslo.exporter.sloValues" . | sha256sum) }}
   {{- with include "podslo.networkPluginProfile" . | trim }}
   {{- /* The exporter reads the profile once: a new one restarts it. */}}
   {{- $_ := set $annotations "checksum/network-plugin-profile" (sha256sum .) }}
@@ -85,6 +91,7 @@ spec:
         - --state-dir=/var/lib/podslo
         - --log-format={{ .Values.logFormat }}
         - --log-level={{ .Values.logLevel }}
+        - --slos-values=/etc/podslo/slos/values.yaml
         {{- with include "podslo.exporter.scopeArgs" . | trim }}{{ . | nindent 8 }}{{ end }}
         {{- with include "podslo.webArgs" . | trim }}{{ . | nindent 8 }}{{ end }}
         {{- with include "podslo.networkPolicyArgs" . | trim }}{{ . | nindent 8 }}{{ end }}
@@ -122,6 +129,9 @@ spec:
       volumeMounts:
         - name: state
           mountPath: /var/lib/podslo
+        - name: slos
+          mountPath: /etc/podslo/slos
+          readOnly: true
         {{- with include "podslo.webVolumeMounts" . | trim }}{{ . | nindent 8 }}{{ end }}
         {{- if include "podslo.networkPluginProfile" . | trim }}
         - name: network-plugin-profile
@@ -140,7 +150,6 @@ spec:
   affinity:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- if or (eq $mode "perNode") .Values.exporter.persistence.existingClaim (include "podslo.webConfigured" .) (include "podslo.networkPluginProfile" . | trim) }}
   volumes:
     {{- if eq $mode "perNode" }}
     # The state of this node's exporter, on the node: no volume to attach
@@ -155,11 +164,13 @@ spec:
       persistentVolumeClaim:
         claimName: {{ . }}
     {{- end }}
+    - name: slos
+      configMap:
+        name: {{ include "podslo.exporter.fullname" . }}-slos
     {{- with include "podslo.webVolumes" . | trim }}{{ . | nindent 4 }}{{ end }}
     {{- if include "podslo.networkPluginProfile" . | trim }}
     - name: network-plugin-profile
       configMap:
         name: {{ include "podslo.exporter.fullname" . }}-network-plugin-profile
     {{- end }}
-  {{- end }}
 {{- end -}}
