@@ -136,17 +136,11 @@ func (s *Spec) by(class string) string {
 // while the increases of whole counts are whole and their ratios exact.
 func (s *Spec) errorRatio(slo *SLO, class string, window time.Duration) string {
 	w := model.Duration(window).String()
-	by := s.by(class)
-	sel := s.Selector(slo.Matchers...)
-	if l := slo.Latency; l != nil {
-		count := fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, sel, w)
-		good := fmt.Sprintf("%s (%s)", by, slo.GoodBuckets("increase", func(good ...string) string {
-			return s.Selector(append(slices.Clone(slo.Matchers), good...)...)
-		}, w))
-		return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s", count, good, count)
+	if slo.Latency != nil {
+		count := s.latencyEvents(slo, class, w)
+		return fmt.Sprintf("(\n  %s\n  -\n  %s\n)\n/\n%s", count, s.latencyGood(slo, class, w), count)
 	}
-	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, sel, w)
-	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, sel, w)
+	ok, failed := s.successes(slo, class, w), s.failures(slo, class, w)
 	// Either counter may be missing for a class: the exporter need not
 	// export a class's failures before the first one, and a class whose
 	// every pod failed has no successes. Without the fallbacks such a
@@ -156,15 +150,42 @@ func (s *Spec) errorRatio(slo *SLO, class string, window time.Duration) string {
 
 // events is the PromQL of the number of events over window.
 func (s *Spec) events(slo *SLO, class string, window time.Duration) string {
-	w := model.Duration(window).String()
-	by := s.by(class)
-	sel := s.Selector(slo.Matchers...)
-	if l := slo.Latency; l != nil {
-		return fmt.Sprintf("%s (increase(%s_count%s[%s]))", by, l.Histogram, sel, w)
+	return s.eventsOver(slo, class, model.Duration(window).String())
+}
+
+// The SLI's PromQL over w, a PromQL duration or a template of one (Sloth's
+// {{.window}}), summed by cluster and class: what the recording rules
+// record and the exports (export.go) hand to other tools.
+
+// eventsOver is the number of events over w.
+func (s *Spec) eventsOver(slo *SLO, class, w string) string {
+	if slo.Latency != nil {
+		return s.latencyEvents(slo, class, w)
 	}
-	ok := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Successes, sel, w)
-	failed := fmt.Sprintf("%s (increase(%s%s[%s]))", by, slo.Success.Failures, sel, w)
+	ok, failed := s.successes(slo, class, w), s.failures(slo, class, w)
 	return fmt.Sprintf("(%s + %s)\nor\n%s\nor\n%s", ok, failed, ok, failed)
+}
+
+// latencyEvents is a latency SLO's events over w: the histogram's count.
+func (s *Spec) latencyEvents(slo *SLO, class, w string) string {
+	return fmt.Sprintf("%s (increase(%s_count%s[%s]))", s.by(class), slo.Latency.Histogram, s.Selector(slo.Matchers...), w)
+}
+
+// latencyGood is a latency SLO's good events over w: the buckets of its
+// thresholds.
+func (s *Spec) latencyGood(slo *SLO, class, w string) string {
+	return fmt.Sprintf("%s (%s)", s.by(class), slo.GoodBuckets("increase", func(good ...string) string {
+		return s.Selector(append(slices.Clone(slo.Matchers), good...)...)
+	}, w))
+}
+
+// successes and failures are a success SLO's counters over w.
+func (s *Spec) successes(slo *SLO, class, w string) string {
+	return fmt.Sprintf("%s (increase(%s%s[%s]))", s.by(class), slo.Success.Successes, s.Selector(slo.Matchers...), w)
+}
+
+func (s *Spec) failures(slo *SLO, class, w string) string {
+	return fmt.Sprintf("%s (increase(%s%s[%s]))", s.by(class), slo.Success.Failures, s.Selector(slo.Matchers...), w)
 }
 
 // The SLOs as data, one series per SLO (and class) with an slo label, as
