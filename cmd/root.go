@@ -36,6 +36,7 @@ func newRoot(stderr io.Writer, runExporter func(context.Context, *exporter.Expor
 	root.AddCommand(newExporterCommand(stderr, runExporter))
 	root.AddCommand(newAgentCommand(stderr, startAgent))
 	root.AddCommand(newDemoCommand(os.Stdout, stderr))
+	root.AddCommand(newSLOCommand())
 	root.AddCommand(newVersionCommand())
 	root.AddCommand(newReportCommand())
 	if filepath.Base(os.Args[0]) == "kubectl-podslo" {
