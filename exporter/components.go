@@ -65,7 +65,7 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 	if o.StateDir == store.InMemory {
 		c.log.Warn("State is kept in memory only: a restart forgets what was observed and may count it again", "stateDir", o.StateDir)
 	}
-	if c.store, err = store.Open(store.Options{Dir: o.StateDir, MinFreeBytes: o.StateMinFree, WindowRetention: cfg.windowRetention(), Logger: c.log.With("component", "store")}); err != nil {
+	if c.store, err = store.Open(store.Options{Dir: o.StateDir, MinFreeBytes: o.StateMinFree, WindowRetention: cfg.windowRetention(), WindowFamilies: cfg.status.Families(), Logger: c.log.With("component", "store")}); err != nil {
 		return nil, err
 	}
 	defer func() {

@@ -75,6 +75,10 @@ type Options struct {
 	// the longest window a reader asks for. Default
 	// DefaultWindowRetention.
 	WindowRetention time.Duration
+	// WindowFamilies says which families' windowed counts are kept: those
+	// a reader asks for (the SLOs' events and failures). Default: every
+	// family.
+	WindowFamilies func(family string) bool
 	// Logger receives the store's and badger's logs. Default: discard.
 	Logger *slog.Logger
 	// Now is the clock the windowed counts are kept by. Default time.Now;
@@ -583,7 +587,7 @@ func (s *Store) Apply(c Change) error {
 		}
 	}
 	for _, ps := range slots {
-		if err := txn.Set(ps.recordKey(), encodeAggregate(ps.agg, s.layout)); err != nil {
+		if err := txn.Set(ps.recordKey(), encodeAggregate(ps.counts.aggregate(len(s.opts.Buckets), ps.start), s.layout)); err != nil {
 			s.stats.count(OpApply, false)
 			return fmt.Errorf("write %s window: %w", ps.family, err)
 		}

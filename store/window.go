@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -65,7 +66,84 @@ type SlotCounts struct {
 type slot struct {
 	start  int64 // Unix seconds
 	length int32 // seconds
-	agg    *Aggregate
+	counts counts
+}
+
+// counts are what a slot holds, compactly: a 30-day window is 792 slots of
+// each series, and most of a slot's classic buckets are empty.
+type counts struct {
+	value float64
+	// count and precise are a slot's events: far from 2^32 in 5 minutes or
+	// an hour.
+	count, precise uint32
+	histogram      bool
+	// buckets are the classic buckets that are not empty, by index.
+	buckets []bucketCount
+}
+
+type bucketCount struct {
+	index uint16
+	n     uint32
+}
+
+func countsOf(a *Aggregate) counts {
+	c := counts{value: a.Value}
+	if h := a.Histogram; h != nil {
+		c.histogram, c.count, c.precise = true, clamp32(h.Count), clamp32(h.Precise)
+		for i, n := range h.Classic {
+			if n > 0 {
+				c.buckets = append(c.buckets, bucketCount{uint16(i), clamp32(n)})
+			}
+		}
+		c.buckets = slices.Clip(c.buckets)
+	}
+	return c
+}
+
+func clamp32(n uint64) uint32 { return uint32(min(n, math.MaxUint32)) }
+
+// aggregate is c as the record it is written as, under the store's
+// bounds (nb of them).
+func (c *counts) aggregate(nb int, created int64) *Aggregate {
+	a := &Aggregate{Created: created, Value: c.value}
+	if c.histogram {
+		a.Histogram = &Histogram{Count: uint64(c.count), Precise: uint64(c.precise), Classic: c.dense(make([]uint64, nb+1))}
+	}
+	return a
+}
+
+// dense writes the classic counts into dst, zeroed first.
+func (c *counts) dense(dst []uint64) []uint64 {
+	clear(dst)
+	for _, b := range c.buckets {
+		if int(b.index) < len(dst) {
+			dst[b.index] += uint64(b.n)
+		}
+	}
+	return dst
+}
+
+func (c *counts) addBucket(i int, n uint32) {
+	j, found := slices.BinarySearchFunc(c.buckets, uint16(i), func(b bucketCount, i uint16) int { return int(b.index) - int(i) })
+	if found {
+		c.buckets[j].n += n
+		return
+	}
+	c.buckets = slices.Insert(c.buckets, j, bucketCount{uint16(i), n})
+}
+
+func (c *counts) add(o *counts) {
+	c.value += o.value
+	c.count += o.count
+	c.precise += o.precise
+	for _, b := range o.buckets {
+		c.addBucket(int(b.index), b.n)
+	}
+}
+
+func (c counts) clone() counts {
+	c.buckets = slices.Clone(c.buckets)
+	return c
 }
 
 // slotSeries are the slots of one series, sorted by start.
@@ -100,13 +178,24 @@ func slotOf(now time.Time) int64 { return now.Truncate(FineSlot).Unix() }
 
 // loadSlot keeps a window record read at Open. Called with mu held.
 func (s *Store) loadSlot(family, labels string, length int32, start int64, agg *Aggregate) {
+	if !s.windowed(family) {
+		// Counted under a spec that read this family; this one does not.
+		// Kept on disk, and dropped once older than the retention by the
+		// next start that windows it.
+		return
+	}
 	key := family + "\x00" + labels
 	ss, ok := s.windows[key]
 	if !ok {
 		ss = &slotSeries{family: family, labels: splitLabels(labels)}
 		s.windows[key] = ss
 	}
-	ss.put(slot{start: start, length: length, agg: agg})
+	ss.put(slot{start: start, length: length, counts: countsOf(agg)})
+}
+
+// windowed tells whether the store keeps the windowed counts of family.
+func (s *Store) windowed(family string) bool {
+	return s.opts.WindowFamilies == nil || s.opts.WindowFamilies(family)
 }
 
 // put inserts or replaces sl, keeping the order.
@@ -126,12 +215,12 @@ func compareSlots(a, b slot) int {
 	return int(a.length - b.length)
 }
 
-func (ss *slotSeries) find(start int64, length int32) *Aggregate {
+func (ss *slotSeries) find(start int64, length int32) *counts {
 	i, found := slices.BinarySearchFunc(ss.slots, slot{start: start, length: length}, compareSlots)
 	if !found {
 		return nil
 	}
-	return ss.slots[i].agg
+	return &ss.slots[i].counts
 }
 
 // pendingSlot is a slot record to write with a change, and to keep once
@@ -141,7 +230,7 @@ type pendingSlot struct {
 	family string
 	labels []string
 	start  int64
-	agg    *Aggregate
+	counts counts
 }
 
 // updatedSlots returns the fine slot of now of every series c touches,
@@ -157,36 +246,30 @@ func (s *Store) updatedSlots(c Change, now time.Time) map[string]*pendingSlot {
 		if ps, ok := out[key]; ok {
 			return ps
 		}
-		ps := &pendingSlot{key: key, family: smp.Family, labels: smp.Labels, start: start}
+		ps := &pendingSlot{key: key, family: smp.Family, labels: smp.Labels, start: start, counts: counts{histogram: histogram}}
 		if ss, ok := s.windows[key]; ok {
 			if old := ss.find(start, int32(FineSlot/time.Second)); old != nil {
-				ps.agg = old.clone()
-			}
-		}
-		if ps.agg == nil {
-			ps.agg = &Aggregate{Created: now.Unix()}
-			if histogram {
-				ps.agg.Histogram = &Histogram{Classic: make([]uint64, len(s.opts.Buckets)+1)}
+				ps.counts = old.clone()
 			}
 		}
 		out[key] = ps
 		return ps
 	}
 	for _, smp := range c.Observe {
-		h := get(smp, true).agg.Histogram
-		if h == nil {
-			// updatedSeries refuses the change: a counter observed.
+		if !s.windowed(smp.Family) {
 			continue
 		}
-		h.Count++
-		h.Sum += smp.Value
-		h.Classic[sort.SearchFloat64s(s.opts.Buckets, smp.Value)]++
+		sc := &get(smp, true).counts
+		sc.count++
+		sc.addBucket(sort.SearchFloat64s(s.opts.Buckets, smp.Value), 1)
 		if smp.Precise {
-			h.Precise++
+			sc.precise++
 		}
 	}
 	for _, smp := range c.Add {
-		get(smp, false).agg.Value += smp.Value
+		if s.windowed(smp.Family) {
+			get(smp, false).counts.value += smp.Value
+		}
 	}
 	return out
 }
@@ -203,7 +286,7 @@ func (s *Store) keepSlots(slots map[string]*pendingSlot) {
 			ss = &slotSeries{family: ps.family, labels: ps.labels}
 			s.windows[key] = ss
 		}
-		ss.put(slot{start: ps.start, length: int32(FineSlot / time.Second), agg: ps.agg})
+		ss.put(slot{start: ps.start, length: int32(FineSlot / time.Second), counts: ps.counts})
 	}
 }
 
@@ -214,14 +297,16 @@ func (s *Store) Windows(since time.Time, fn func(family string, labels []string,
 	defer s.mu.RUnlock()
 	after := since.Unix()
 	var c SlotCounts
+	classic := make([]uint64, len(s.opts.Buckets)+1)
 	for _, ss := range s.windows {
-		for _, sl := range ss.slots {
+		for i := range ss.slots {
+			sl := &ss.slots[i]
 			if sl.start+int64(sl.length) <= after {
 				continue
 			}
-			c = SlotCounts{Value: sl.agg.Value}
-			if h := sl.agg.Histogram; h != nil {
-				c.Count, c.Precise, c.Classic = h.Count, h.Precise, h.Classic
+			c = SlotCounts{Value: sl.counts.value}
+			if sl.counts.histogram {
+				c.Count, c.Precise, c.Classic = uint64(sl.counts.count), uint64(sl.counts.precise), sl.counts.dense(classic)
 			}
 			fn(ss.family, ss.labels, Slot{Start: time.Unix(sl.start, 0), Length: time.Duration(sl.length) * time.Second}, &c)
 		}
@@ -275,7 +360,7 @@ func (s *Store) compactWindows(now time.Time) error {
 // new or replaced, that take in the fine ones removed.
 func (s *Store) compactSeries(ss *slotSeries, fineBefore, dropBefore int64) (removed, coarse []slot) {
 	length := int32(CoarseSlot / time.Second)
-	merged := map[int64]*Aggregate{}
+	merged := map[int64]*counts{}
 	for _, sl := range ss.slots {
 		end := sl.start + int64(sl.length)
 		switch {
@@ -287,20 +372,19 @@ func (s *Store) compactSeries(ss *slotSeries, fineBefore, dropBefore int64) (rem
 			into, ok := merged[hour]
 			if !ok {
 				if old := ss.find(hour, length); old != nil {
-					into = old.clone()
+					c := old.clone()
+					into = &c
 				} else {
-					into = &Aggregate{Created: sl.agg.Created}
-					if sl.agg.Histogram != nil {
-						into.Histogram = &Histogram{Classic: make([]uint64, len(s.opts.Buckets)+1)}
-					}
+					into = &counts{histogram: sl.counts.histogram}
 				}
 				merged[hour] = into
 			}
-			addSlot(into, sl.agg)
+			into.add(&sl.counts)
 		}
 	}
-	for hour, agg := range merged {
-		coarse = append(coarse, slot{start: hour, length: length, agg: agg})
+	for hour, c := range merged {
+		c.buckets = slices.Clip(c.buckets)
+		coarse = append(coarse, slot{start: hour, length: length, counts: *c})
 	}
 	return removed, coarse
 }
@@ -316,14 +400,14 @@ func (s *Store) commitCompaction(ss *slotSeries, removed, coarse []slot) error {
 		}
 	}
 	for _, sl := range coarse {
-		if sl.agg.Histogram != nil && s.layouts[s.layout] == nil && !newLayout {
+		if sl.counts.histogram && s.layouts[s.layout] == nil && !newLayout {
 			// Slots loaded under other bounds are rewritten under these.
 			if err := txn.Set(layoutKey(s.layout), encodeLayout(s.opts.Buckets)); err != nil {
 				return fmt.Errorf("write bucket layout: %w", err)
 			}
 			newLayout = true
 		}
-		if err := txn.Set(aggregateKey(windowFamily(ss.family, CoarseSlot, sl.start), labels), encodeAggregate(sl.agg, s.layout)); err != nil {
+		if err := txn.Set(aggregateKey(windowFamily(ss.family, CoarseSlot, sl.start), labels), encodeAggregate(sl.counts.aggregate(len(s.opts.Buckets), sl.start), s.layout)); err != nil {
 			return fmt.Errorf("write window slot of %s: %w", ss.family, err)
 		}
 	}
@@ -334,19 +418,4 @@ func (s *Store) commitCompaction(ss *slotSeries, removed, coarse []slot) error {
 		s.layouts[s.layout] = s.opts.Buckets
 	}
 	return nil
-}
-
-// addSlot adds what slot from gained to into.
-func addSlot(into, from *Aggregate) {
-	into.Value += from.Value
-	if from.Histogram == nil || into.Histogram == nil {
-		return
-	}
-	h, f := into.Histogram, from.Histogram
-	h.Count += f.Count
-	h.Sum += f.Sum
-	h.Precise += f.Precise
-	for i := range min(len(h.Classic), len(f.Classic)) {
-		h.Classic[i] += f.Classic[i]
-	}
 }

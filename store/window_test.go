@@ -165,3 +165,16 @@ func TestMalformedWindowFamilyStopsLoad(t *testing.T) {
 	assert.False(t, window)
 	assert.Equal(t, "creation{zone}", family)
 }
+
+// TestWindowFamiliesLeaveOthersOut keeps the windows of one family: the
+// other's observations count in its series and nowhere else.
+func TestWindowFamiliesLeaveOthersOut(t *testing.T) {
+	c := &clock{t: time.Date(2026, 11, 2, 10, 3, 0, 0, time.UTC)}
+	s, err := Open(Options{Dir: InMemory, Now: c.now, WindowFamilies: func(f string) bool { return f == "creation" }})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	observe(t, s, 2, "creation", 2, false)
+	observe(t, s, 3, "stabilization", 2, false)
+	assert.Equal(t, map[string][]slotView{"creation/runc\xffnone": {{Slot: "11-02T10:00+5m0s", Count: 2, Le5: 2}}}, windowSlots(s, time.Time{}))
+	assert.Equal(t, uint64(3), aggregates(s)["stabilization/runc\xffnone"].Count)
+}

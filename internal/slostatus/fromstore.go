@@ -71,6 +71,19 @@ func New(spec *alerts.Spec, histogramLabels []string) (*Evaluator, error) {
 	return e, nil
 }
 
+// Families tells whether the evaluator reads a store family: the store
+// keeps the windowed counts of those only (store.Options.WindowFamilies).
+func (e *Evaluator) Families() func(family string) bool {
+	read := map[string]bool{}
+	for _, r := range e.slos {
+		read[r.eventsID] = true
+		if r.failsID != "" {
+			read[r.failsID] = true
+		}
+	}
+	return func(family string) bool { return read[family] }
+}
+
 func labelNames(a *sli.AggregateSpec, histogramLabels []string) []string {
 	for _, f := range sli.Families() {
 		if f.Name == a.Name {

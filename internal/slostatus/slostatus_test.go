@@ -43,9 +43,15 @@ func fill(t *testing.T, st *store.Store, n int, family, runtime, storage string,
 	}
 }
 
+// openStore opens a store that keeps the windows of the families the
+// default SLOs read, as the exporter's does.
 func openStore(t *testing.T, c *clock) *store.Store {
 	t.Helper()
-	st, err := store.Open(store.Options{Dir: store.InMemory, Now: c.now})
+	spec, err := alerts.Default()
+	require.NoError(t, err)
+	ev, err := New(spec, nil)
+	require.NoError(t, err)
+	st, err := store.Open(store.Options{Dir: store.InMemory, Now: c.now, WindowFamilies: ev.Families()})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = st.Close() })
 	return st
