@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -17,6 +18,30 @@ import (
 // The exporter evaluates the same SLOs on its landing page: the chart
 // hands it those values (--slos-values), and WithValues applies them as
 // the chart's _monitoring.tpl does. TestChartValues holds the two equal.
+
+// LoadFlags reads the SLOs the way the commands that take --slos-file and
+// --slos-values do (the exporter, `podslo slo export`): specFile, or the
+// slos.yaml this release ships when it is empty, with the chart values
+// file valuesFile applied when it is not. Errors name the flag.
+func LoadFlags(specFile, valuesFile string) (*Spec, error) {
+	spec, err := Default()
+	if specFile != "" {
+		if spec, err = Load(specFile); err != nil {
+			return nil, fmt.Errorf("--slos-file: %w", err)
+		}
+	}
+	if err != nil || valuesFile == "" {
+		return spec, err
+	}
+	raw, err := os.ReadFile(valuesFile)
+	if err != nil {
+		return nil, fmt.Errorf("--slos-values: %w", err)
+	}
+	if spec, err = spec.WithValues(raw); err != nil {
+		return nil, fmt.Errorf("--slos-values %s: %w", valuesFile, err)
+	}
+	return spec, nil
+}
 
 // chartValues is the part of a values file WithValues reads.
 type chartValues struct {

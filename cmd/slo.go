@@ -32,13 +32,14 @@ func newSLOExportCommand() *cobra.Command {
 	}
 	fs := cmd.Flags()
 	format := fs.String("format", "", "Output format: "+strings.Join(alerts.ExportFormats, " or "))
-	specPath := fs.String("spec", "", "SLO specification to read, in the format of alerts/slos.yaml (default: the one this release ships)")
+	specPath := fs.String("slos-file", "", "SLO specification to read, in the format of alerts/slos.yaml (default: the one this release ships)")
+	valuesPath := fs.String("slos-values", "", "A values file of the Helm chart whose monitoring.slos and monitoring.extraSLOs change the SLOs, as they change its rules")
 	service := fs.String("service", "podslo", "Service the SLOs belong to: Sloth's service, OpenSLO's Service object")
 	cmd.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !slices.Contains(alerts.ExportFormats, *format) {
 			return fmt.Errorf("--format %q: want %s", *format, strings.Join(alerts.ExportFormats, " or "))
 		}
-		spec, err := loadSpec(*specPath)
+		spec, err := alerts.LoadFlags(*specPath, *valuesPath)
 		if err != nil {
 			return err
 		}
@@ -50,16 +51,4 @@ func newSLOExportCommand() *cobra.Command {
 		return err
 	}
 	return cmd
-}
-
-// loadSpec reads --spec, or the SLOs the release ships for an empty path.
-func loadSpec(path string) (*alerts.Spec, error) {
-	if path == "" {
-		return alerts.Default()
-	}
-	spec, err := alerts.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("--spec: %w", err)
-	}
-	return spec, nil
 }

@@ -23,7 +23,7 @@ func runSLO(t *testing.T, args ...string) (string, error) {
 }
 
 // TestSLOExport: `podslo slo export` prints the exports of the shipped
-// slos.yaml, the alerts package's golden files, and those of a --spec.
+// slos.yaml, the alerts package's golden files, and those of a --slos-file.
 func TestSLOExport(t *testing.T) {
 	for _, format := range []string{"sloth", "openslo"} {
 		t.Run(format, func(t *testing.T) {
@@ -39,7 +39,7 @@ func TestSLOExport(t *testing.T) {
 	require.NoError(t, err)
 	file := filepath.Join(t.TempDir(), "slos.yaml")
 	require.NoError(t, os.WriteFile(file, []byte(strings.ReplaceAll(string(spec), "objective: 99.5", "objective: 99.2")), 0o644))
-	out, err := runSLO(t, "export", "--format", "sloth", "--spec", file, "--service", "platform")
+	out, err := runSLO(t, "export", "--format", "sloth", "--slos-file", file, "--service", "platform")
 	require.NoError(t, err)
 	assert.Contains(t, out, "service: platform\n")
 	assert.Contains(t, out, "objective: 99.2\n")
@@ -54,7 +54,7 @@ func TestSLOExportRejects(t *testing.T) {
 		{[]string{"export"}, `--format "": want sloth or openslo`},
 		{[]string{"export", "--format", "pyrra"}, `--format "pyrra": want sloth or openslo`},
 		{[]string{"export", "--format", "openslo", "--service", "Platform"}, `service "Platform" is not an OpenSLO name`},
-		{[]string{"export", "--format", "sloth", "--spec", "testdata/valid.yaml"}, `--spec: testdata/valid.yaml: json: unknown field`},
+		{[]string{"export", "--format", "sloth", "--slos-file", "testdata/valid.yaml"}, `--slos-file: testdata/valid.yaml: json: unknown field`},
 		{[]string{"export", "--format", "sloth", "extra"}, `unknown command "extra" for "podslo slo export"`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
@@ -62,4 +62,28 @@ func TestSLOExportRejects(t *testing.T) {
 			assert.ErrorContains(t, err, tc.err)
 		})
 	}
+}
+
+// TestSLOExportWithValues exports an installation's SLOs: the chart's
+// values add an extra SLO and change a threshold.
+func TestSLOExportWithValues(t *testing.T) {
+	values := filepath.Join(t.TempDir(), "values.yaml")
+	require.NoError(t, os.WriteFile(values, []byte(`
+monitoring:
+  slos:
+    termination_latency: {threshold: 2m}
+  extraSLOs:
+    kata_sandbox_creation_latency:
+      from: sandbox_creation_latency
+      alert: PodsloKataSandboxCreationLatencyBudgetBurn
+      title: kata sandbox creation latency
+      matchers: ['runtime_class="kata"']
+      threshold: 20s
+`), 0o644))
+	out, err := runSLO(t, "export", "--format", "sloth", "--slos-values", values)
+	require.NoError(t, err)
+	assert.Contains(t, out, "name: kata_sandbox_creation_latency_by_runtime_class")
+	assert.Contains(t, out, `podslo_termination_duration_seconds_bucket{job="podslo-exporter",le=~"120(\\.0)?"}`)
+	_, err = runSLO(t, "export", "--format", "sloth", "--slos-values", filepath.Join(t.TempDir(), "none.yaml"))
+	assert.ErrorContains(t, err, "--slos-values: open")
 }

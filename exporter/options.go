@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -361,7 +360,7 @@ func (o *Options) resolve() (config, error) {
 	} else if o.Autoshard.Enabled() && (o.Scope.Sharded() || o.Scope.Shard != 0) {
 		errs = append(errs, errors.New("--shard and --total-shards come from the StatefulSet with --pod and --pod-namespace: set one or the other"))
 	}
-	if cfg.slos, err = o.loadSLOs(); err != nil {
+	if cfg.slos, err = alerts.LoadFlags(o.SLOsFile, o.SLOsValues); err != nil {
 		errs = append(errs, err)
 	} else if cfg.status, err = slostatus.New(cfg.slos, cfg.histogramLabels.Names()); err != nil {
 		errs = append(errs, fmt.Errorf("--slos-file: %w", err))
@@ -389,31 +388,6 @@ func (o *Options) resolve() (config, error) {
 	cfg.nodeLabels = cfg.histogramLabels.NodeLabelKeys()
 	cfg.ownerKind = cfg.histogramLabels.OwnerKind()
 	return cfg, nil
-}
-
-// loadSLOs reads --slos-file, or the SLOs the release ships, and applies
-// --slos-values.
-func (o *Options) loadSLOs() (*alerts.Spec, error) {
-	spec, err := alerts.Default()
-	if o.SLOsFile != "" {
-		if spec, err = alerts.Load(o.SLOsFile); err != nil {
-			return nil, fmt.Errorf("--slos-file: %w", err)
-		}
-	}
-	if err != nil {
-		return nil, err
-	}
-	if o.SLOsValues == "" {
-		return spec, nil
-	}
-	raw, err := os.ReadFile(o.SLOsValues)
-	if err != nil {
-		return nil, fmt.Errorf("--slos-values: %w", err)
-	}
-	if spec, err = spec.WithValues(raw); err != nil {
-		return nil, fmt.Errorf("--slos-values %s: %w", o.SLOsValues, err)
-	}
-	return spec, nil
 }
 
 // windowRetention is how long the store keeps its windowed counts: the
