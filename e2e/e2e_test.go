@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
@@ -608,6 +610,47 @@ func TestEndToEnd(t *testing.T) {
 				t.Errorf("Prometheus scraping %s: %s: %q returns nothing since the start", pr.name, q.panel, q.expr)
 			}
 		}
+	})
+
+	t.Run("the landing page reads as the exporter counts", func(t *testing.T) {
+		require.False(t, scaledDown.IsZero(), "the kata pods were never scaled down")
+		// The kata pods went minutes ago: kata's counts no longer move, and
+		// the exporter, which began with the demo, has counted every one of
+		// them within the SLO's 30 days. The page, as Chromium lays it
+		// out, must say what /metrics says of them.
+		base := "http://" + ep.Exporter
+		resp, err := http.Get(base + "/metrics")
+		require.NoError(t, err)
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := parser.TextToMetricFamilies(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		var events, good uint64
+		for _, m := range fams["podslo_sandbox_creation_duration_seconds"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "runtime_class" && l.GetValue() == "kata" {
+					events += m.GetHistogram().GetSampleCount()
+					for _, b := range m.GetHistogram().GetBucket() {
+						if b.GetUpperBound() == 5 {
+							good += b.GetCumulativeCount()
+						}
+					}
+				}
+			}
+		}
+		require.Positive(t, events, "no kata sandbox on /metrics")
+		_, rows := testenv.HTMLTable(t, testenv.DumpDOM(t, base+"/"), "slos")
+		// As the page computes them; the objective is 99%: 1% allowed.
+		errorRatio := float64(events-good) / float64(events)
+		want := []string{fmt.Sprintf("%.2f%%", 100*float64(good)/float64(events)), fmt.Sprint(events), fmt.Sprintf("%.2f%%", 100*(1-100*errorRatio/1))}
+		var got []string
+		for _, r := range rows {
+			if r[0] == "Sandbox creation latency" && r[1] == "runtime_class kata" {
+				got = r[3:6]
+			}
+		}
+		assert.Equal(t, want, got, "attainment, events and budget left of kata on the page: %v", rows)
+		t.Logf("The page: kata %v; /metrics: %d sandboxes, %d within 5s", got, events, good)
 	})
 
 	t.Run("the page resolves in Alertmanager", func(t *testing.T) {

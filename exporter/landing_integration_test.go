@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -26,49 +25,6 @@ import (
 	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/lifecycle"
 )
-
-// installChromium is how a Debian machine gets the browser; .ci/run does it.
-const installChromium = "DEBIAN_FRONTEND=noninteractive apt-get install -yq --no-install-recommends chromium"
-
-// chromiumPath finds headless Chromium: $PODSLO_CHROMIUM, else chromium on
-// the PATH. CI must render the page, so a missing browser fails the test;
-// only -short, which asks to skip what needs outside tools, skips it.
-func chromiumPath(t *testing.T) string {
-	t.Helper()
-	if p := os.Getenv("PODSLO_CHROMIUM"); p != "" {
-		return p
-	}
-	p, err := exec.LookPath("chromium")
-	if err == nil {
-		return p
-	}
-	if testing.Short() {
-		t.Skip("chromium not found; install it (" + installChromium + ") or set PODSLO_CHROMIUM")
-	}
-	t.Fatalf("chromium not found (%v): install it (Debian: %s, as .ci/run does) or set PODSLO_CHROMIUM to its path", err, installChromium)
-	return ""
-}
-
-// dumpDOM loads url in headless Chromium and returns the DOM as the browser
-// built it. Chromium runs as root in CI containers, hence --no-sandbox; the
-// other flags keep it off the network beyond url and out of the user's
-// profile.
-func dumpDOM(t *testing.T, url string) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, chromiumPath(t),
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir="+t.TempDir(), "--dump-dom", url)
-	// Killed with the test binary too, not only when ctx ends.
-	testenv.DieWithParent(cmd)
-	cmd.WaitDelay = 5 * time.Second
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	require.NoError(t, cmd.Run(), "chromium --dump-dom %s; stderr:\n%s", url, stderr.String())
-	return stdout.String()
-}
 
 // TestLandingPageOnRealAPIServer creates pods of three runtime classes with
 // known sandbox creation latencies, checks /api/v1/classes exactly, and then
@@ -164,7 +120,7 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 	}, 30*time.Second, 50*time.Millisecond, "last /api/v1/classes:\n%s", strings.Join(got, "\n"))
 
 	t.Run("the landing page in Chromium", func(t *testing.T) {
-		p := parsePage(t, strings.NewReader(dumpDOM(t, url+"/")))
+		p := parsePage(t, strings.NewReader(testenv.DumpDOM(t, url+"/")))
 		assert.Equal(t, "podslo exporter", p.title)
 		assert.Contains(t, p.text, "Version 0.0.0-landing.")
 		assert.NotContains(t, p.text, "have not synced", "the exporter is ready")
@@ -180,7 +136,7 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 
 		// The SLO table as the browser laid it out, against what the
 		// test's own pods make of the SLOs the release ships.
-		_, rows, _ := sloTable(t, dumpDOM(t, url+"/"))
+		_, rows := testenv.HTMLTable(t, testenv.DumpDOM(t, url+"/"), "slos")
 		got := map[string]string{}
 		for _, r := range rows {
 			got[r[0]+" "+r[1]] = strings.Join([]string{r[3], r[4], r[5]}, " ")
@@ -216,27 +172,9 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 
 		if path := os.Getenv("PODSLO_SCREENSHOT"); path != "" {
 			// make screenshot: the README opens with this page.
-			screenshot(t, url+"/", path)
+			testenv.Screenshot(t, url+"/", path, 1700, 760)
 		}
 	})
-}
-
-// screenshot saves url as headless Chromium renders it, as a PNG at path.
-func screenshot(t *testing.T, url, path string) {
-	t.Helper()
-	abs, err := filepath.Abs(path)
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	t.Cleanup(cancel)
-	cmd := exec.CommandContext(ctx, chromiumPath(t),
-		"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-		"--user-data-dir="+t.TempDir(), "--window-size=1700,760", "--screenshot="+abs, url)
-	testenv.DieWithParent(cmd)
-	cmd.WaitDelay = 5 * time.Second
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "chromium --screenshot %s:\n%s", url, out)
-	t.Logf("Saved the landing page as %s", abs)
 }
 
 // creation is one sandbox creation a test made, and its latency.

@@ -10,66 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
-	"golang.org/x/net/html/atom"
 
 	"github.com/podslo/podslo/internal/classtable"
 	"github.com/podslo/podslo/internal/slostatus"
+	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/store"
 )
-
-// sloTable reads table#slos off a page: its header and its rows' cells.
-func sloTable(t *testing.T, page string) (header []string, rows [][]string, doc *html.Node) {
-	t.Helper()
-	doc, err := html.Parse(strings.NewReader(page))
-	require.NoError(t, err)
-	for n := range doc.Descendants() {
-		if n.DataAtom != atom.Table || attr(n, "id") != "slos" {
-			continue
-		}
-		for tr := range n.Descendants() {
-			if tr.DataAtom != atom.Tr {
-				continue
-			}
-			var cells []string
-			th := false
-			for c := range tr.ChildNodes() {
-				if c.DataAtom == atom.Th || c.DataAtom == atom.Td {
-					th = th || c.DataAtom == atom.Th
-					cells = append(cells, visibleText(c))
-				}
-			}
-			if th {
-				header = cells
-			} else {
-				rows = append(rows, cells)
-			}
-		}
-		return header, rows, doc
-	}
-	t.Fatalf("no table#slos in:\n%s", page)
-	return nil, nil, nil
-}
-
-// visibleText is n's text as a reader sees it: a chart's title is a
-// tooltip, not text.
-func visibleText(n *html.Node) string {
-	var b strings.Builder
-	var walk func(*html.Node)
-	walk = func(n *html.Node) {
-		if n.Type == html.TextNode {
-			b.WriteString(n.Data)
-		}
-		if n.Data == "svg" {
-			b.WriteString(" ")
-			return
-		}
-		for c := range n.ChildNodes() {
-			walk(c)
-		}
-	}
-	walk(n)
-	return strings.Join(strings.Fields(b.String()), " ")
-}
 
 var wantSLOHeader = []string{"SLO", "class", "objective", "attainment", "events", "budget left",
 	"burn 1h", "burn 6h", "burn 1d", "burn 3d", "alerts firing", "budget over the window", "latency"}
@@ -115,7 +61,9 @@ func TestLandingSLOs(t *testing.T) {
 	assert.NotContains(t, body, "<script", "class names are escaped")
 	assert.NotContains(t, body, " style=", "a style attribute would break under the CSP")
 
-	header, rows, doc := sloTable(t, body)
+	header, rows := testenv.HTMLTable(t, body, "slos")
+	doc, err := html.Parse(strings.NewReader(body))
+	require.NoError(t, err)
 	assert.Equal(t, wantSLOHeader, header)
 	require.Len(t, rows, 2)
 	// 30 bad of 70 against 1% allowed: 1 - (30/70)/0.01 = -4185.71%; every
