@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -169,11 +168,6 @@ func TestLandingPageOnRealAPIServer(t *testing.T) {
 			}
 			assert.Equal(t, expectedSLOs(t, truth), fromReport)
 		})
-
-		if path := os.Getenv("PODSLO_SCREENSHOT"); path != "" {
-			// make screenshot: the README opens with this page.
-			testenv.Screenshot(t, url+"/", path, 1700, 760)
-		}
 	})
 }
 

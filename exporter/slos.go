@@ -27,6 +27,8 @@ func windowsSince(st *store.Store, now time.Time) (time.Time, error) {
 			return time.Unix(sec, 0), nil
 		}
 	}
+	// In whole seconds, as it is kept: this start says what later ones do.
+	now = time.Unix(now.Unix(), 0)
 	return now, st.SetSetting(windowsSinceSetting, []byte(strconv.FormatInt(now.Unix(), 10)))
 }
 

@@ -5,8 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -64,17 +62,6 @@ func chromium(t testing.TB, url string, action ...string) string {
 func DumpDOM(t testing.TB, url string) string {
 	t.Helper()
 	return chromium(t, url, "--dump-dom")
-}
-
-// Screenshot saves url as headless Chromium renders it, as a PNG at path.
-func Screenshot(t testing.TB, url, path string, width, height int) {
-	t.Helper()
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	chromium(t, url, "--hide-scrollbars", "--window-size="+strconv.Itoa(width)+","+strconv.Itoa(height), "--screenshot="+abs)
-	t.Logf("Saved %s as %s", url, abs)
 }
 
 // HTMLTable reads the table of id off a page: its header cells and its
