@@ -93,20 +93,19 @@ func (l *landing) page(w http.ResponseWriter, r *http.Request) {
 // sloReport serves the windowed counts behind the SLO table, as counts, so
 // that `podslo report` can add up several exporters' before evaluating.
 func (l *landing) sloReport(w http.ResponseWriter, r *http.Request) {
-	body, err := json.Marshal(l.slos())
-	if err != nil {
-		l.log.Error("Encoding the SLO report failed", "err", err)
-		http.Error(w, "encoding the SLO report failed", http.StatusInternalServerError)
-		return
-	}
-	respond(w, r, "application/json", append(body, '\n'))
+	l.json(w, r, "SLO report", l.slos())
 }
 
 func (l *landing) classes(w http.ResponseWriter, r *http.Request) {
-	body, err := json.Marshal(l.table())
+	l.json(w, r, "class table", l.table())
+}
+
+// json serves v, named what in the error it may log and answer.
+func (l *landing) json(w http.ResponseWriter, r *http.Request, what string, v any) {
+	body, err := json.Marshal(v)
 	if err != nil {
-		l.log.Error("Encoding the class table failed", "err", err)
-		http.Error(w, "encoding the class table failed", http.StatusInternalServerError)
+		l.log.Error("Encoding a JSON answer failed", "what", what, "err", err)
+		http.Error(w, "encoding the "+what+" failed", http.StatusInternalServerError)
 		return
 	}
 	respond(w, r, "application/json", append(body, '\n'))

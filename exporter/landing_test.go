@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -36,41 +37,20 @@ type renderedPage struct {
 // parsePage reads a landing page, served or as a browser dumped its DOM.
 func parsePage(t *testing.T, r io.Reader) renderedPage {
 	t.Helper()
-	doc, err := html.Parse(r)
+	raw, err := io.ReadAll(r)
+	require.NoError(t, err)
+	doc, err := html.Parse(bytes.NewReader(raw))
 	require.NoError(t, err)
 	p := renderedPage{links: map[string]string{}, text: textOf(doc)}
-	var table *html.Node
 	for n := range doc.Descendants() {
 		switch {
 		case n.DataAtom == atom.Title && n.Parent.DataAtom == atom.Head:
 			p.title = textOf(n)
 		case n.DataAtom == atom.A:
 			p.links[textOf(n)] = attr(n, "href")
-		case n.DataAtom == atom.Table && attr(n, "id") == "classes":
-			require.Nil(t, table, "one table#classes")
-			table = n
 		}
 	}
-	require.NotNil(t, table, "no table#classes in:\n%s", p.text)
-	for tr := range table.Descendants() {
-		if tr.DataAtom != atom.Tr {
-			continue
-		}
-		var cells []string
-		header := false
-		for c := range tr.ChildNodes() {
-			if c.DataAtom == atom.Th || c.DataAtom == atom.Td {
-				header = header || c.DataAtom == atom.Th
-				cells = append(cells, textOf(c))
-			}
-		}
-		if header {
-			require.Nil(t, p.header, "one header row")
-			p.header = cells
-			continue
-		}
-		p.rows = append(p.rows, cells)
-	}
+	p.header, p.rows = testenv.HTMLTable(t, string(raw), "classes")
 	return p
 }
 
