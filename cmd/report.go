@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/podslo/podslo/alerts"
 	"github.com/podslo/podslo/internal/slostatus"
 )
 
@@ -48,6 +49,10 @@ func ExitCode(err error) int {
 type reportOptions struct {
 	// URLs are the exporters' base URLs; their reports are added up.
 	URLs []string
+	// PrometheusURL is a Prometheus that runs podslo's rules, read instead
+	// of exporters; SLOsFile and SLOsValues say which SLOs its rules were
+	// generated for.
+	PrometheusURL, SLOsFile, SLOsValues string
 	// Output is table, json or markdown.
 	Output string
 	// Timeout bounds each exporter's answer.
@@ -63,6 +68,9 @@ type reportOptions struct {
 
 func (o *reportOptions) addFlags(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&o.URLs, "url", nil, "Base URL of an exporter, e.g. http://127.0.0.1:8080 (repeatable: the reports of shards or per-node exporters are added up)")
+	fs.StringVar(&o.PrometheusURL, "prometheus-url", "", "Read the SLOs' recording rules off this Prometheus (or Thanos) instead of exporters: every cluster it holds, by the cluster label")
+	fs.StringVar(&o.SLOsFile, "slos-file", "", "With --prometheus-url: the slos.yaml its rules were generated from (default: the one this release ships)")
+	fs.StringVar(&o.SLOsValues, "slos-values", "", "With --prometheus-url: the chart values its rules were rendered with (monitoring.slos, monitoring.extraSLOs)")
 	fs.StringVarP(&o.Output, "output", "o", "table", "Output format: table, json or markdown")
 	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "How long each exporter may take to answer")
 	fs.StringVar(&o.CAFile, "ca-file", "", "CA certificates (PEM) that verify exporters served over TLS")
@@ -97,24 +105,35 @@ func (o *reportOptions) run(ctx context.Context, out io.Writer) error {
 	if !ok {
 		return fmt.Errorf("--output %q: want table, json or markdown", o.Output)
 	}
-	if len(o.URLs) == 0 {
-		return errors.New("give the exporters' addresses with --url (e.g. after kubectl port-forward svc/podslo-exporter 8080)")
+	switch {
+	case len(o.URLs) > 0 && o.PrometheusURL != "":
+		return errors.New("--url and --prometheus-url: give one or the other")
+	case len(o.URLs) == 0 && o.PrometheusURL == "":
+		return errors.New("give the exporters' addresses with --url (e.g. after kubectl port-forward svc/podslo-exporter 8080), or a Prometheus with --prometheus-url")
+	case o.PrometheusURL == "" && (o.SLOsFile != "" || o.SLOsValues != ""):
+		return errors.New("--slos-file and --slos-values go with --prometheus-url: an exporter says which SLOs it evaluates")
 	}
 	client, err := o.client()
 	if err != nil {
 		return err
 	}
-	reports := make([]slostatus.Report, 0, len(o.URLs))
-	for _, u := range o.URLs {
-		r, err := o.fetch(ctx, client, u)
-		if err != nil {
+	var merged slostatus.Report
+	if o.PrometheusURL != "" {
+		if merged, err = o.fromPrometheus(ctx, client); err != nil {
 			return err
 		}
-		reports = append(reports, r)
-	}
-	merged, err := slostatus.Merge(reports...)
-	if err != nil {
-		return err
+	} else {
+		reports := make([]slostatus.Report, 0, len(o.URLs))
+		for _, u := range o.URLs {
+			r, err := o.fetch(ctx, client, u)
+			if err != nil {
+				return err
+			}
+			reports = append(reports, r)
+		}
+		if merged, err = slostatus.Merge(reports...); err != nil {
+			return err
+		}
 	}
 	statuses := slostatus.Evaluate(&merged)
 	if err := write(out, &merged, statuses); err != nil {
@@ -124,6 +143,20 @@ func (o *reportOptions) run(ctx context.Context, out io.Writer) error {
 		return &ExitError{Code: BreachedExitCode, Err: errors.New(strings.TrimSuffix(slostatus.Summary(statuses), "."))}
 	}
 	return nil
+}
+
+// fromPrometheus reads the recording rules of --slos-file and
+// --slos-values off --prometheus-url.
+func (o *reportOptions) fromPrometheus(ctx context.Context, client *http.Client) (slostatus.Report, error) {
+	u, err := url.Parse(o.PrometheusURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return slostatus.Report{}, fmt.Errorf("--prometheus-url %q: want an http or https URL such as http://127.0.0.1:9090", o.PrometheusURL)
+	}
+	spec, err := alerts.LoadFlags(o.SLOsFile, o.SLOsValues)
+	if err != nil {
+		return slostatus.Report{}, err
+	}
+	return slostatus.FromPrometheus(ctx, client, o.PrometheusURL, spec, time.Now())
 }
 
 func (o *reportOptions) client() (*http.Client, error) {

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,7 +42,7 @@ func shard(t *testing.T, r slostatus.Report) string {
 // events an alert needs.
 func shardReports() (a, b slostatus.Report) {
 	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	class := func(name string, total, good uint64, recent uint64, slow int, precise uint64) slostatus.Class {
+	class := func(name string, total, good, recent float64, slow int, precise uint64) slostatus.Class {
 		windows := map[string]slostatus.Counts{}
 		for _, w := range []string{"5m", "30m", "1h", "2h", "6h", "1d", "3d"} {
 			windows[w] = slostatus.Counts{Total: recent}
@@ -50,8 +52,8 @@ func shardReports() (a, b slostatus.Report) {
 		days[10] = slostatus.Counts{Good: good, Total: good}
 		days[29] = slostatus.Counts{Total: total - good}
 		dist := make([]uint64, len(store.Buckets)+1)
-		dist[1] = good
-		dist[slow] += total - good
+		dist[1] = uint64(good)
+		dist[slow] += uint64(total - good)
 		return slostatus.Class{Class: name, ThresholdSeconds: 5, Windows: windows, Days: days, Distribution: dist, Precise: precise}
 	}
 	slo := func(classes ...slostatus.Class) slostatus.SLO {
@@ -151,5 +153,82 @@ func TestReportErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Equal(t, 1, ExitCode(err), "a failed report is not a breach")
 		})
+	}
+}
+
+// fakePrometheus answers instant queries as a Prometheus that runs
+// podslo's rules for two clusters: prod's kata sandboxes missed 5s in 30
+// of 1000 over 30 days and 12 of 20 in the last hour; staging's runc none.
+func fakePrometheus(t *testing.T) string {
+	t.Helper()
+	type series struct {
+		cluster, class, window, kind string
+		value                        float64
+	}
+	data := []series{
+		{"prod", "kata", "1h", "events:increase", 20}, {"prod", "kata", "1h", "errors:ratio_rate", 0.6},
+		{"prod", "kata", "5m", "errors:ratio_rate", 0.5},
+		{"prod", "kata", "30d", "events:increase", 1000}, {"prod", "kata", "30d", "errors:ratio_rate", 0.03},
+		{"staging", "runc", "30d", "events:increase", 400.5}, {"staging", "runc", "30d", "errors:ratio_rate", 0},
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query().Get("query")
+		var result []map[string]any
+		if strings.Contains(q, `cluster_runtime_class:podslo_sandbox_creation_latency_`) {
+			for _, d := range data {
+				result = append(result, map[string]any{
+					"metric": map[string]string{"__name__": "cluster_runtime_class:podslo_sandbox_creation_latency_" + d.kind + d.window, "cluster": d.cluster, "runtime_class": d.class},
+					"value":  []any{1, fmt.Sprint(d.value)},
+				})
+			}
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": "success", "data": map[string]any{"resultType": "vector", "result": result}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func TestReportFromPrometheus(t *testing.T) {
+	out, err := runReport(t, "--prometheus-url", fakePrometheus(t), "-o", "json")
+	require.Error(t, err)
+	assert.Equal(t, BreachedExitCode, ExitCode(err))
+	var got struct {
+		Statuses []struct {
+			Slo, Label, Class, Cluster string
+			Events, Good               float64
+			BudgetLeft                 *float64
+			Firing                     []string
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	var rows []string
+	for _, s := range got.Statuses {
+		if s.Slo == "sandbox_creation_latency" && s.Label == "runtime_class" {
+			rows = append(rows, fmt.Sprintf("%s/%s events=%v good=%v budget=%.1f firing=%v", s.Cluster, s.Class, s.Events, s.Good, *s.BudgetLeft, s.Firing))
+		}
+	}
+	// prod kata: 3% bad against 1% allowed over 30d: -200% left; the 1h/5m
+	// pair burns 60 and 50 times, over 14.4, with 20 events: it pages.
+	assert.Equal(t, []string{
+		"prod/kata events=1000 good=970 budget=-200.0 firing=[critical 1h/5m]",
+		"staging/runc events=400.5 good=400.5 budget=100.0 firing=[]",
+	}, rows)
+
+	table, err := runReport(t, "--prometheus-url", fakePrometheus(t))
+	require.Error(t, err)
+	assert.Contains(t, table, "runtime_class kata (cluster prod)")
+	assert.Contains(t, table, "400.5")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--url", "http://x", "--prometheus-url", "http://y"}, "give one or the other"},
+		{[]string{"--url", "http://x", "--slos-file", "f"}, "go with --prometheus-url"},
+		{[]string{"--prometheus-url", "y:9090"}, "want an http or https URL"},
+	} {
+		_, err := runReport(t, tc.args...)
+		assert.ErrorContains(t, err, tc.want)
+		assert.Equal(t, 1, ExitCode(err))
 	}
 }

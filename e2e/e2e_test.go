@@ -32,7 +32,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/podslo/podslo/alerts"
 	"github.com/podslo/podslo/demo"
+	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/internal/testenv"
 )
 
@@ -651,6 +653,25 @@ func TestEndToEnd(t *testing.T) {
 		}
 		assert.Equal(t, want, got, "attainment, events and budget left of kata on the page: %v", rows)
 		t.Logf("The page: kata %v; /metrics: %d sandboxes, %d within 5s", got, events, good)
+
+		// `podslo report --prometheus-url` reads the same SLOs off the
+		// demo's Prometheus, from its recording rules: every kata sandbox
+		// missed 5s, every runc one made it.
+		spec, err := alerts.Default()
+		require.NoError(t, err)
+		rep, err := slostatus.FromPrometheus(context.Background(), http.DefaultClient, p.base, spec, time.Now())
+		require.NoError(t, err)
+		attainment := map[string]float64{}
+		for _, st := range slostatus.Evaluate(&rep) {
+			if st.Name == "sandbox_creation_latency" && st.Label == "runtime_class" {
+				attainment[st.ClassName] = st.Attainment
+				assert.Positive(t, st.Events, "%s", st.ClassName)
+			}
+		}
+		assert.Equal(t, 0.0, attainment["kata"], "from Prometheus: %v", attainment)
+		if truth.slow["runc"] == 0 {
+			assert.InDelta(t, 100.0, attainment["runc"], 1e-9, "from Prometheus: %v", attainment)
+		}
 	})
 
 	t.Run("the page resolves in Alertmanager", func(t *testing.T) {

@@ -57,7 +57,7 @@ func TestWindowsAcrossRollback(t *testing.T) {
 	}
 	// windowed is what /api/v1/slos says of the runtime class none's
 	// sandbox creations over 30 days, and since when.
-	windowed := func(url string) (uint64, time.Time) {
+	windowed := func(url string) (float64, time.Time) {
 		t.Helper()
 		resp, err := http.Get(url + "/api/v1/slos")
 		require.NoError(t, err)
@@ -81,7 +81,7 @@ func TestWindowsAcrossRollback(t *testing.T) {
 	sandbox(first.URL)
 	sandbox(first.URL)
 	events, since := windowed(first.URL)
-	require.Equal(t, uint64(2), events)
+	require.Equal(t, 2.0, events)
 	stop(first)
 
 	prev := startProcess(t, old, "--kubeconfig", env.Kubeconfig, "--state-dir", state)
@@ -95,11 +95,11 @@ func TestWindowsAcrossRollback(t *testing.T) {
 	count, _ = pullHistogram(t, again.URL, "podslo_sandbox_creation_duration_seconds", nil)
 	assert.Equal(t, uint64(3), count)
 	events, sinceAgain := windowed(again.URL)
-	assert.Equal(t, uint64(2), events, "the windows hold what they held; the rolled-back code wrote none")
+	assert.Equal(t, 2.0, events, "the windows hold what they held; the rolled-back code wrote none")
 	assert.Equal(t, since, sinceAgain, "the windows date from the first start")
 	sandbox(again.URL)
 	events, _ = windowed(again.URL)
-	assert.Equal(t, uint64(3), events)
+	assert.Equal(t, 3.0, events)
 	body := scrapeText(t, again.URL, "text/plain")
 	assert.False(t, strings.Contains(body, "@"), "no window record on /metrics")
 }

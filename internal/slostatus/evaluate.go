@@ -34,12 +34,13 @@ type Status struct {
 	Title     string  `json:"title"`
 	Label     string  `json:"label"`
 	ClassName string  `json:"class"`
+	Cluster   string  `json:"cluster,omitempty"`
 	Objective float64 `json:"objective"`
 	Window    string  `json:"window"`
 	Threshold float64 `json:"thresholdSeconds,omitempty"`
 	// Events, Good: over the SLO window.
-	Events uint64 `json:"events"`
-	Good   uint64 `json:"good"`
+	Events float64 `json:"events"`
+	Good   float64 `json:"good"`
 	// Attainment is Good/Events, in percent; NaN without events.
 	Attainment float64 `json:"-"`
 	// BudgetLeft is the share of the error budget not spent, in percent:
@@ -71,19 +72,22 @@ func Evaluate(r *Report) []Status {
 			// exactly 0.01.
 			allowed := 100 - slo.Objective
 			st := Status{
-				SLO: slo, Class: c, Name: slo.Name, Title: slo.Title, Label: slo.Label, ClassName: c.Class,
+				SLO: slo, Class: c, Name: slo.Name, Title: slo.Title, Label: slo.Label, ClassName: c.Class, Cluster: c.Cluster,
 				Objective: slo.Objective, Window: slo.Window, Threshold: c.ThresholdSeconds,
 				Events: total.Total, Good: total.Good,
 				Attainment: percent(total),
 				BudgetLeft: budgetLeft(total, allowed),
 				Burn:       map[string]float64{},
 			}
-			for w, counts := range c.Windows {
-				st.Burn[w] = 100 * counts.errorRatio() / allowed
+			for w := range c.Windows {
+				st.Burn[w] = 100 * c.errorRatio(w) / allowed
+			}
+			for w := range c.Ratios {
+				st.Burn[w] = 100 * c.errorRatio(w) / allowed
 			}
 			for _, bw := range alerts.BurnWindows {
-				long, short := c.Windows[model.Duration(bw.Long).String()], c.Windows[model.Duration(bw.Short).String()]
-				if spec.Fires(bw, long.errorRatio(), short.errorRatio(), float64(long.Total)) {
+				long, short := model.Duration(bw.Long).String(), model.Duration(bw.Short).String()
+				if spec.Fires(bw, c.errorRatio(long), c.errorRatio(short), c.Windows[long].Total) {
 					st.Firing = append(st.Firing, bw.Severity+" "+model.Duration(bw.Long).String()+"/"+model.Duration(bw.Short).String())
 				}
 			}
@@ -107,7 +111,7 @@ func Evaluate(r *Report) []Status {
 		case !an && a.BudgetLeft != b.BudgetLeft:
 			return cmp.Compare(a.BudgetLeft, b.BudgetLeft)
 		}
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Label, b.Label), cmp.Compare(a.ClassName, b.ClassName))
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Label, b.Label), cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.ClassName, b.ClassName))
 	})
 	return out
 }
@@ -132,7 +136,19 @@ func percent(c Counts) float64 {
 	if c.Total == 0 {
 		return math.NaN()
 	}
-	return 100 * float64(c.Good) / float64(c.Total)
+	return 100 * c.Good / c.Total
+}
+
+// errorRatio is the share of bad events over window w: from its counts,
+// or the ratio the source gave without them; NaN without either.
+func (c *Class) errorRatio(w string) float64 {
+	if n, ok := c.Windows[w]; ok && n.Total > 0 {
+		return n.errorRatio()
+	}
+	if r, ok := c.Ratios[w]; ok {
+		return r
+	}
+	return math.NaN()
 }
 
 // budgetLeft is in percent; allowed is the error budget, in percent of

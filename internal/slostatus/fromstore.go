@@ -170,11 +170,11 @@ func (e *Evaluator) FromStore(st *store.Store, now time.Time, src Source) Report
 			var got Counts
 			switch {
 			case failures:
-				got = Counts{Total: uint64(sc.Value + 0.5)}
+				got = Counts{Total: sc.Value}
 			case r.spec.Latency != nil:
-				got = Counts{Total: sc.Count, Good: goodEvents(sc.Classic, bounds, r.spec.ThresholdFor(labels))}
+				got = Counts{Total: float64(sc.Count), Good: float64(goodEvents(sc.Classic, bounds, r.spec.ThresholdFor(labels)))}
 			default:
-				got = Counts{Total: sc.Count, Good: sc.Count}
+				got = Counts{Total: float64(sc.Count), Good: float64(sc.Count)}
 			}
 			window := r.spec.WindowDuration()
 			for _, label := range r.spec.GroupBy {

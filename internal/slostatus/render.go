@@ -20,10 +20,12 @@ import (
 // formatted once, here.
 type Row struct {
 	Title, Name, Label, Class string
+	// Cluster is the cluster label's value, from a Prometheus of several.
+	Cluster string
 	// Objective is "99.00% in 30d".
 	Objective  string
 	Attainment string
-	Events     uint64
+	Events     string
 	Budget     string
 	// BudgetClass is "ok", "low" (under 25% left), "out" (overspent) or
 	// "none" (no events).
@@ -50,9 +52,9 @@ func BurnWindows() []string {
 // NewRow formats st.
 func NewRow(st Status) Row {
 	r := Row{
-		Title: st.Title, Name: st.Name, Label: st.Label, Class: st.ClassName,
+		Title: st.Title, Name: st.Name, Label: st.Label, Class: st.ClassName, Cluster: st.Cluster,
 		Objective:  formatPercent(st.Objective) + " in " + st.Window,
-		Attainment: formatPercent(st.Attainment), Events: st.Events,
+		Attainment: formatPercent(st.Attainment), Events: formatCount(st.Events),
 		Budget: formatPercent(st.BudgetLeft), BudgetClass: budgetClass(st.BudgetLeft),
 		Firing: strings.Join(st.Firing, ", "),
 	}
@@ -85,6 +87,24 @@ func (r Row) Latency() string {
 		parts = append(parts, r.Precision)
 	}
 	return strings.Join(parts, "; ")
+}
+
+// formatCount writes a count of events: whole from an exporter, and a
+// Prometheus' extrapolated increase to a tenth.
+func formatCount(v float64) string {
+	if v == math.Trunc(v) {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64)
+}
+
+// ClassText is the class as the report names it: its label, its value and,
+// from a Prometheus of several clusters, its cluster.
+func (r Row) ClassText() string {
+	if r.Cluster == "" {
+		return r.Label + " " + r.Class
+	}
+	return r.Label + " " + r.Class + " (cluster " + r.Cluster + ")"
 }
 
 func formatPercent(v float64) string {
@@ -137,16 +157,16 @@ func quantiles(bounds []float64, dist []uint64) string {
 	return strings.Join(out, ", ")
 }
 
-func precision(precise, events uint64) string {
+func precision(precise uint64, events float64) string {
 	switch {
 	case events == 0:
 		return ""
-	case precise == events:
+	case float64(precise) == events:
 		return "all measured in milliseconds"
 	case precise == 0:
 		return "all measured in whole seconds"
 	}
-	return fmt.Sprintf("%d of %d measured in milliseconds, the rest in whole seconds", precise, events)
+	return fmt.Sprintf("%d of %s measured in milliseconds, the rest in whole seconds", precise, formatCount(events))
 }
 
 // Summary is the report's one-line answer.
@@ -207,7 +227,7 @@ func WriteTable(w io.Writer, r *Report, st []Status) error {
 	fmt.Fprintln(tw, strings.Join(header, "\t"))
 	for _, s := range st {
 		row := NewRow(s)
-		cells := []string{row.Title, row.Label + " " + row.Class, row.Objective, row.Attainment, strconv.FormatUint(row.Events, 10), row.Budget}
+		cells := []string{row.Title, row.ClassText(), row.Objective, row.Attainment, row.Events, row.Budget}
 		cells = append(cells, row.Burn...)
 		cells = append(cells, row.Firing, row.Latency())
 		fmt.Fprintln(tw, strings.Join(cells, "\t"))
@@ -238,7 +258,7 @@ func WriteMarkdown(w io.Writer, r *Report, st []Status) error {
 		if row.BudgetClass == "out" {
 			budget = "**" + budget + "**"
 		}
-		cells := []string{cell(row.Title), "`" + cell(row.Label) + "` " + cell(row.Class), row.Objective, row.Attainment, strconv.FormatUint(row.Events, 10), budget}
+		cells := []string{cell(row.Title), "`" + cell(row.Label) + "` " + cell(strings.TrimPrefix(row.ClassText(), row.Label+" ")), row.Objective, row.Attainment, row.Events, budget}
 		cells = append(cells, row.Burn...)
 		cells = append(cells, row.Firing, cell(row.Latency()))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))

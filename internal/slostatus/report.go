@@ -10,6 +10,7 @@
 package slostatus
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -21,10 +22,11 @@ import (
 	"github.com/podslo/podslo/alerts"
 )
 
-// Counts are good and total events.
+// Counts are good and total events: whole numbers from an exporter, and
+// Prometheus' extrapolated increases from a Prometheus.
 type Counts struct {
-	Good  uint64 `json:"good"`
-	Total uint64 `json:"total"`
+	Good  float64 `json:"good"`
+	Total float64 `json:"total"`
 }
 
 func (c *Counts) add(o Counts) { c.Good += o.Good; c.Total += o.Total }
@@ -81,12 +83,19 @@ type SLO struct {
 // Class is an SLO's counts for one value of its label.
 type Class struct {
 	Class string `json:"class"`
+	// Cluster is the value of the cluster label, from a Prometheus that
+	// sees several clusters; empty from an exporter.
+	Cluster string `json:"cluster,omitempty"`
 	// ThresholdSeconds is the latency a good event stays within, the
 	// class's own where it has one.
 	ThresholdSeconds float64 `json:"thresholdSeconds,omitempty"`
 	// Windows are the counts over each of Windows(), keyed by its
 	// Prometheus duration ("5m", "30d").
 	Windows map[string]Counts `json:"windows"`
+	// Ratios are the error ratios of windows whose events the source does
+	// not count: a Prometheus records no events over the alerts' short
+	// windows, only their ratios.
+	Ratios map[string]float64 `json:"ratios,omitempty"`
 	// Days are the counts of each day of the SLO window, oldest first.
 	Days []Counts `json:"days"`
 	// Distribution counts a latency SLO's events over its window per
@@ -142,7 +151,7 @@ func Merge(reports ...Report) (Report, error) {
 				return Report{}, fmt.Errorf("slo %s: the reports disagree on its objective, window, threshold, minEvents or buckets", slo.Name)
 			}
 			for _, c := range slo.Classes {
-				j := slices.IndexFunc(into.Classes, func(x Class) bool { return x.Class == c.Class })
+				j := slices.IndexFunc(into.Classes, func(x Class) bool { return x.Class == c.Class && x.Cluster == c.Cluster })
 				if j < 0 {
 					into.Classes = append(into.Classes, c.clone())
 					continue
@@ -154,7 +163,9 @@ func Merge(reports ...Report) (Report, error) {
 		}
 	}
 	for i := range out.SLOs {
-		slices.SortFunc(out.SLOs[i].Classes, func(a, b Class) int { return strings.Compare(a.Class, b.Class) })
+		slices.SortFunc(out.SLOs[i].Classes, func(a, b Class) int {
+			return cmp.Or(strings.Compare(a.Cluster, b.Cluster), strings.Compare(a.Class, b.Class))
+		})
 	}
 	return out, nil
 }
@@ -178,6 +189,9 @@ func (c *Class) add(o Class) error {
 	if c.ThresholdSeconds != o.ThresholdSeconds || len(c.Days) != len(o.Days) || len(c.Distribution) != len(o.Distribution) {
 		return fmt.Errorf("the reports disagree on its threshold or its shape")
 	}
+	if len(c.Ratios) > 0 || len(o.Ratios) > 0 {
+		return fmt.Errorf("ratios do not add up: two reports of one class of a Prometheus")
+	}
 	for k, v := range o.Windows {
 		w := c.Windows[k]
 		w.add(v)
@@ -198,5 +212,5 @@ func (c Counts) errorRatio() float64 {
 	if c.Total == 0 {
 		return math.NaN()
 	}
-	return float64(c.Total-min(c.Good, c.Total)) / float64(c.Total)
+	return (c.Total - min(c.Good, c.Total)) / c.Total
 }
