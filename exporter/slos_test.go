@@ -69,8 +69,8 @@ func TestLandingSLOs(t *testing.T) {
 	// 30 bad of 70 against 1% allowed: 1 - (30/70)/0.01 = -4185.71%; every
 	// event of the last hour was bad: burn 100 over each window.
 	assert.Equal(t, []string{"Sandbox creation latency", `runtime_class <script>alert("x")</script>`, "99.00% in 30d", "57.14%", "70", "-4185.71%",
-		"100.00", "100.00", "100.00", "100.00", "critical 1h/5m, critical 6h/30m, warning 1d/2h, warning 3d/6h", "",
-		"threshold 5s; p50 in (100ms, 250ms], p99 in (6s, 8s]; 40 of 70 measured in milliseconds, the rest in whole seconds"}, rows[0])
+		"100.00", "100.00", "100.00", "100.00", "page 1h/5m, 6h/30m; ticket 1d/2h, 3d/6h", "",
+		"threshold 5s; p50 in (100ms, 250ms], p99 in (6s, 8s]; 40 of 70 measured in ms"}, rows[0])
 	assert.Equal(t, []string{"Sandbox creation success", "runtime_class runc", "99.50% in 30d", "-", "0", "-",
 		"-", "-", "-", "-", "none", "", ""}, rows[1], "no events: nothing to say, last")
 

@@ -20,8 +20,8 @@ var Definitions = map[string]string{
 	"events":     "How many events the window holds, good and bad.",
 	"budget":     "Error budget left: the share of the bad events the objective allows over the window that are not yet spent. 100% = no bad event; 0% = exactly as many as allowed; below 0 = the SLO is missed.",
 	"burn":       "Burn rate: how fast the budget is spent over that window; 1 spends exactly the budget in the SLO window, 14.4 spends 2% of a 30-day budget in one hour.",
-	"alert":      "The burn-rate alerts that would fire now: both of an alert's windows burn faster than its rate and its long window holds at least minEvents events (its `for` aside).",
-	"quantile":   "Read from the classic buckets: an event between two bounds is known only to lie between them, so a quantile is given as the bounds it lies between.",
+	"alert":      "The burn-rate alerts that would fire now, by their long and short windows (a page is critical, a ticket a warning): both windows burn faster than the alert's rate and the long one holds at least minEvents events (its `for` aside).",
+	"quantile":   "Read from the classic buckets: an event between two bounds is known only to lie between them, so a quantile is given as the bounds it lies between; \"measured in ms\" counts the events timed to the millisecond, the others to the second.",
 }
 
 // Status is one row of the view: an SLO for one class, evaluated.

@@ -56,10 +56,7 @@ func NewRow(st Status) Row {
 		Objective:  formatPercent(st.Objective) + " in " + st.Window,
 		Attainment: formatPercent(st.Attainment), Events: formatCount(st.Events),
 		Budget: formatPercent(st.BudgetLeft), BudgetClass: budgetClass(st.BudgetLeft),
-		Firing: strings.Join(st.Firing, ", "),
-	}
-	if r.Firing == "" {
-		r.Firing = "none"
+		Firing: firingText(st.Firing),
 	}
 	for _, w := range BurnWindows() {
 		burn, ok := st.Burn[w]
@@ -74,6 +71,31 @@ func NewRow(st Status) Row {
 		r.Precision = precision(st.Class.Precise, st.Events)
 	}
 	return r
+}
+
+// firingText names the alerts that would fire, shortly: the pages and the
+// tickets, by their windows ("page 1h/5m, 6h/30m; ticket 1d/2h").
+func firingText(firing []string) string {
+	var pages, tickets []string
+	for _, f := range firing {
+		severity, windows, _ := strings.Cut(f, " ")
+		if severity == "critical" {
+			pages = append(pages, windows)
+		} else {
+			tickets = append(tickets, windows)
+		}
+	}
+	var out []string
+	if len(pages) > 0 {
+		out = append(out, "page "+strings.Join(pages, ", "))
+	}
+	if len(tickets) > 0 {
+		out = append(out, "ticket "+strings.Join(tickets, ", "))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
 }
 
 // Latency is a latency SLO's threshold, quantiles and precision in one
@@ -162,11 +184,11 @@ func precision(precise uint64, events float64) string {
 	case events == 0:
 		return ""
 	case float64(precise) == events:
-		return "all measured in milliseconds"
+		return "all measured in ms"
 	case precise == 0:
-		return "all measured in whole seconds"
+		return "all in whole seconds"
 	}
-	return fmt.Sprintf("%d of %s measured in milliseconds, the rest in whole seconds", precise, formatCount(events))
+	return fmt.Sprintf("%d of %s measured in ms", precise, formatCount(events))
 }
 
 // Summary is the report's one-line answer.
