@@ -837,7 +837,7 @@ func (s *Store) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		wait.UntilWithContext(ctx, func(context.Context) {
-			err := s.compactWindows(s.opts.Now())
+			err := s.CompactWindows(s.opts.Now())
 			if err != nil && !errors.Is(err, ErrNoSpace) && !errors.Is(err, ErrClosed) {
 				s.log.Warn("Compacting the windowed counts failed: trying again later", "err", err)
 			}

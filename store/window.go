@@ -20,7 +20,7 @@ import (
 // Options.WindowRetention (the longest SLO window). Each slot of a series is
 // a record of its own, written in the same transaction as the series it
 // counts into, so a window is exactly as durable as the cumulative series:
-// nothing counted twice or lost across a restart. compactWindows folds the
+// nothing counted twice or lost across a restart. CompactWindows folds the
 // fine slots older than FineKeep into their hour and drops the slots older
 // than the retention, each in one transaction.
 //
@@ -313,13 +313,15 @@ func (s *Store) Windows(since time.Time, fn func(family string, labels []string,
 	}
 }
 
-// compactWindows folds the fine slots that ended before now-FineKeep into
+// CompactWindows folds the fine slots that ended before now-FineKeep into
 // their CoarseSlot, and drops the slots that ended before
 // now-WindowRetention: one transaction per series, so that a fold is never
 // half done (counted twice or lost), and a long downtime's work never makes
 // a transaction too big. A failure changes nothing of that series; the next
 // run tries again.
-func (s *Store) compactWindows(now time.Time) error {
+// Start runs it every FineSlot; a program that keeps the store's clock
+// itself (a benchmark, a simulation) calls it.
+func (s *Store) CompactWindows(now time.Time) error {
 	if s.closed.Load() {
 		return ErrClosed
 	}

@@ -73,7 +73,7 @@ func windowsMonth(b *testing.B, pods int) {
 			b.Fatal(err)
 		}
 		if step%12 == 11 {
-			if err := s.compactWindows(c.t); err != nil {
+			if err := s.CompactWindows(c.t); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -96,7 +96,7 @@ func TestWindowsCountOnceAcrossRestartFoldAndDrop(t *testing.T) {
 
 	// 16:30: the slots of 10:00 and 10:05 ended more than 6h ago.
 	c.t = time.Date(2026, 11, 2, 16, 30, 0, 0, time.UTC)
-	require.NoError(t, s.compactWindows(c.t))
+	require.NoError(t, s.CompactWindows(c.t))
 	folded := map[string][]slotView{
 		"creation/runc\xffnone": {
 			{Slot: "11-02T10:00+1h0m0s", Count: 6, Precise: 5, Le5: 5},
@@ -105,11 +105,11 @@ func TestWindowsCountOnceAcrossRestartFoldAndDrop(t *testing.T) {
 		"timeouts/runc\xffnone": {{Slot: "11-02T10:00+1h0m0s", Value: 1}},
 	}
 	assert.Equal(t, folded, windowSlots(s, time.Time{}))
-	require.NoError(t, s.compactWindows(c.t))
+	require.NoError(t, s.CompactWindows(c.t))
 	assert.Equal(t, folded, windowSlots(s, time.Time{}), "a second run folds nothing twice")
 	// Another observation in the hour already folded adds to it.
 	c.t = time.Date(2026, 11, 2, 18, 30, 0, 0, time.UTC)
-	require.NoError(t, s.compactWindows(c.t))
+	require.NoError(t, s.CompactWindows(c.t))
 	folded["creation/runc\xffnone"] = []slotView{
 		{Slot: "11-02T10:00+1h0m0s", Count: 6, Precise: 5, Le5: 5},
 		{Slot: "11-02T12:00+1h0m0s", Count: 1, Le5: 1},
@@ -121,7 +121,7 @@ func TestWindowsCountOnceAcrossRestartFoldAndDrop(t *testing.T) {
 
 	// Three days after 10:00 ended, the first hour goes; 12:00 stays.
 	c.t = time.Date(2026, 11, 5, 11, 30, 0, 0, time.UTC)
-	require.NoError(t, s.compactWindows(c.t))
+	require.NoError(t, s.CompactWindows(c.t))
 	assert.Equal(t, map[string][]slotView{"creation/runc\xffnone": {{Slot: "11-02T12:00+1h0m0s", Count: 1, Le5: 1}}}, windowSlots(s, time.Time{}))
 	require.NoError(t, s.Close())
 	s = openAt(t, dir, c)

@@ -93,16 +93,26 @@ func labelNames(a *sli.AggregateSpec, histogramLabels []string) []string {
 	return nil
 }
 
-// Window membership: a slot counts in a window when its middle lies within
-// it, so that a window of W holds W of slots on average (W ± 2.5m while the
-// slots are five minutes, W ± 30m for the hours beyond store.FineKeep). The
-// current slot, still filling, counts in every window.
-func within(sl store.Slot, now time.Time, w time.Duration) bool {
-	mid := sl.Start.Add(sl.Length / 2)
-	return mid.After(now.Add(-w)) || !sl.End().Before(now)
+// target is one SLO class a series counts in, resolved once per series.
+type target struct {
+	slo      int
+	failures bool
+	// threshold is a latency SLO's for the series' labels.
+	threshold float64
+	accs      []*acc // one per groupBy label
 }
 
-// FromStore reads st's windowed counts at now into a Report.
+// acc accumulates one class while the slots are read: its windows by
+// index, as windowsOf lists them.
+type acc struct {
+	c       *Class
+	windows []Counts
+}
+
+// FromStore reads st's windowed counts at now into a Report. It holds the
+// store's read lock while it reads, so the work per slot is kept small:
+// what depends on a series alone (its labels, the SLOs it counts in, their
+// classes and thresholds) is worked out once per series.
 func (e *Evaluator) FromStore(st *store.Store, now time.Time, src Source) Report {
 	rep := Report{Generated: now, Sources: []Source{src}}
 	bounds := st.Buckets()
@@ -111,42 +121,43 @@ func (e *Evaluator) FromStore(st *store.Store, now time.Time, src Source) Report
 		longest = max(longest, r.spec.WindowDuration())
 	}
 	type key struct {
-		slo   int
-		label string
+		slo          int
+		label, class string
 	}
-	classes := map[key]map[string]*Class{}
-	durations := map[string]time.Duration{}
-	class := func(i int, label, value string, labels map[string]string) *Class {
-		k := key{i, label}
-		m, ok := classes[k]
-		if !ok {
-			m = map[string]*Class{}
-			classes[k] = m
-		}
-		c, ok := m[value]
-		if !ok {
-			r := e.slos[i]
-			c = &Class{Class: value, Windows: map[string]Counts{}, Days: make([]Counts, days(r.spec.WindowDuration()))}
-			if r.spec.Latency != nil {
-				c.ThresholdSeconds = r.spec.ThresholdFor(labels)
-				c.Distribution = make([]uint64, len(bounds)+1)
-			}
-			m[value] = c
-		}
-		return c
-	}
+	accs := map[key]*acc{}
 	windowsOf := make([][]string, len(e.slos))
+	// A window of d holds the slots whose middle is after now-d, and the
+	// slot still filling: d of slots on average (d ± 2.5m while they are
+	// five minutes long, d ± 30m for the hours beyond store.FineKeep).
+	cutoffsOf := make([][]time.Time, len(e.slos))
 	for i, r := range e.slos {
 		s := SLO{Window: model.Duration(r.spec.WindowDuration()).String()}
 		windowsOf[i] = Windows(&s)
 		for _, w := range windowsOf[i] {
 			d, _ := model.ParseDuration(w)
-			durations[w] = time.Duration(d)
+			cutoffsOf[i] = append(cutoffsOf[i], now.Add(-time.Duration(d)))
 		}
 	}
-	labels := map[string]string{}
-	st.Windows(now.Add(-longest), func(family string, values []string, sl store.Slot, sc *store.SlotCounts) {
-		for i, r := range e.slos {
+	accOf := func(i int, label string, labels map[string]string) *acc {
+		k := key{i, label, labels[label]}
+		a, ok := accs[k]
+		if !ok {
+			r := e.slos[i]
+			c := &Class{Class: k.class, Windows: map[string]Counts{}, Days: make([]Counts, days(r.spec.WindowDuration()))}
+			if r.spec.Latency != nil {
+				c.ThresholdSeconds = r.spec.ThresholdFor(labels)
+				c.Distribution = make([]uint64, len(bounds)+1)
+			}
+			a = &acc{c: c, windows: make([]Counts, len(windowsOf[i]))}
+			accs[k] = a
+		}
+		return a
+	}
+	// targetsOf resolves the SLO classes a series counts in.
+	targetsOf := func(family string, values []string) []target {
+		var out []target
+		for i := range e.slos {
+			r := &e.slos[i]
 			var names []string
 			failures := false
 			switch family {
@@ -160,47 +171,84 @@ func (e *Evaluator) FromStore(st *store.Store, now time.Time, src Source) Report
 			if len(names) != len(values) {
 				continue
 			}
-			clear(labels)
+			labels := make(map[string]string, len(names))
 			for j, n := range names {
 				labels[n] = values[j]
 			}
 			if !matches(r.matchers, labels) {
 				continue
 			}
+			t := target{slo: i, failures: failures}
+			if r.spec.Latency != nil {
+				t.threshold = r.spec.ThresholdFor(labels)
+			}
+			for _, label := range r.spec.GroupBy {
+				t.accs = append(t.accs, accOf(i, label, labels))
+			}
+			out = append(out, t)
+		}
+		return out
+	}
+	var (
+		lastFamily string
+		lastValues []string
+		targets    []target
+	)
+	st.Windows(now.Add(-longest), func(family string, values []string, sl store.Slot, sc *store.SlotCounts) {
+		// The store hands over each series' slots one after the other,
+		// with the same label slice.
+		if family != lastFamily || len(values) != len(lastValues) || (len(values) > 0 && &values[0] != &lastValues[0]) {
+			lastFamily, lastValues, targets = family, values, targetsOf(family, values)
+		}
+		mid := sl.Start.Add(sl.Length / 2)
+		current := !sl.End().Before(now)
+		for _, t := range targets {
+			r := &e.slos[t.slo]
 			var got Counts
 			switch {
-			case failures:
+			case t.failures:
 				got = Counts{Total: sc.Value}
 			case r.spec.Latency != nil:
-				got = Counts{Total: float64(sc.Count), Good: float64(goodEvents(sc.Classic, bounds, r.spec.ThresholdFor(labels)))}
+				got = Counts{Total: float64(sc.Count), Good: float64(goodEvents(sc.Classic, bounds, t.threshold))}
 			default:
 				got = Counts{Total: float64(sc.Count), Good: float64(sc.Count)}
 			}
 			window := r.spec.WindowDuration()
-			for _, label := range r.spec.GroupBy {
-				c := class(i, label, labels[label], labels)
-				for _, w := range windowsOf[i] {
-					if within(sl, now, durations[w]) {
-						v := c.Windows[w]
-						v.add(got)
-						c.Windows[w] = v
+			inWindow := current || mid.After(now.Add(-window))
+			day := 0
+			if inWindow {
+				day = int(mid.Sub(now.Add(-window)) / (24 * time.Hour))
+			}
+			for _, a := range t.accs {
+				for j, cutoff := range cutoffsOf[t.slo] {
+					if current || mid.After(cutoff) {
+						a.windows[j].add(got)
 					}
 				}
-				if within(sl, now, window) {
-					mid := sl.Start.Add(sl.Length / 2)
-					d := int(mid.Sub(now.Add(-window)) / (24 * time.Hour))
-					d = min(max(d, 0), len(c.Days)-1)
-					c.Days[d].add(got)
-					if c.Distribution != nil && !failures {
-						for b := range min(len(c.Distribution), len(sc.Classic)) {
-							c.Distribution[b] += sc.Classic[b]
-						}
-						c.Precise += sc.Precise
+				if !inWindow {
+					continue
+				}
+				c := a.c
+				c.Days[min(max(day, 0), len(c.Days)-1)].add(got)
+				if c.Distribution != nil && !t.failures {
+					for b := range min(len(c.Distribution), len(sc.Classic)) {
+						c.Distribution[b] += sc.Classic[b]
 					}
+					c.Precise += sc.Precise
 				}
 			}
 		}
 	})
+	classes := map[int]map[string][]Class{}
+	for k, a := range accs {
+		for j, w := range windowsOf[k.slo] {
+			a.c.Windows[w] = a.windows[j]
+		}
+		if classes[k.slo] == nil {
+			classes[k.slo] = map[string][]Class{}
+		}
+		classes[k.slo][k.label] = append(classes[k.slo][k.label], *a.c)
+	}
 	for i, r := range e.slos {
 		for _, label := range r.spec.GroupBy {
 			s := SLO{
@@ -213,14 +261,7 @@ func (e *Evaluator) FromStore(st *store.Store, now time.Time, src Source) Report
 				s.Threshold = r.spec.ThresholdText()
 				s.Bounds = slices.Clone(bounds)
 			}
-			for _, c := range classes[key{i, label}] {
-				for _, w := range windowsOf[i] {
-					if _, ok := c.Windows[w]; !ok {
-						c.Windows[w] = Counts{}
-					}
-				}
-				s.Classes = append(s.Classes, *c)
-			}
+			s.Classes = append(s.Classes, classes[i][label]...)
 			slices.SortFunc(s.Classes, func(a, b Class) int { return strings.Compare(a.Class, b.Class) })
 			rep.SLOs = append(rep.SLOs, s)
 		}
