@@ -63,6 +63,8 @@ type sloPage struct {
 	Since       string
 	Definitions map[string]string
 	Breached    int
+	// Summary is the one-line answer, as `podslo report` gives it.
+	Summary string
 }
 
 type sloRow struct {
@@ -106,7 +108,9 @@ func newSLOPage(r slostatus.Report) sloPage {
 		p.Since = p.Source.Since.UTC().Format(time.RFC3339)
 	}
 	p.Windows = slostatus.BurnWindows()
-	for _, st := range slostatus.Evaluate(&r) {
+	statuses := slostatus.Evaluate(&r)
+	p.Summary = slostatus.Summary(statuses)
+	for _, st := range statuses {
 		row := sloRow{Row: slostatus.NewRow(st), BudgetChart: budgetChart(st.BudgetByDay)}
 		if st.Breached {
 			p.Breached++

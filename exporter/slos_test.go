@@ -94,7 +94,7 @@ func TestLandingSLOs(t *testing.T) {
 	assert.Len(t, bad, 1)
 
 	text := textOf(doc)
-	assert.Contains(t, text, "1 SLO and class pairs have spent their error budget.")
+	assert.Contains(t, text, "1 SLO and class pair has spent its error budget.")
 	assert.Contains(t, text, "This exporter watches shard 1 of 3 (0-based), not every pod")
 	assert.Contains(t, text, "counted by this exporter since 2026-11-01T00:00:00Z")
 	for _, d := range slostatus.Definitions {
