@@ -18,6 +18,7 @@ import (
 	"github.com/podslo/podslo/deploy/kwok"
 	"github.com/podslo/podslo/exporter"
 	"github.com/podslo/podslo/internal/classtable"
+	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/scope"
 )
 
@@ -271,6 +272,15 @@ func liveTable(ctx context.Context, o *Options, ep Endpoints) {
 		} else if err := table.WriteText(o.Out); err != nil {
 			o.Logger.Error("Writing the live table failed", "err", err)
 		}
+		// The SLOs, worst first, as `podslo report` has them.
+		fmt.Fprintln(o.Out)
+		var report slostatus.Report
+		if err := fetchJSON(ctx, "http://"+ep.Exporter+"/api/v1/slos", &report); err != nil {
+			fmt.Fprintf(o.Out, "SLOs unavailable: %v\n", err)
+		} else if err := slostatus.WriteWorst(o.Out, slostatus.Evaluate(&report), 8); err != nil {
+			o.Logger.Error("Writing the live table failed", "err", err)
+		}
+		fmt.Fprintf(o.Out, "All of them: podslo report --url http://%s, or http://%s/ in a browser\n", ep.Exporter, ep.Exporter)
 		fmt.Fprintln(o.Out)
 		select {
 		case <-ctx.Done():
@@ -282,20 +292,26 @@ func liveTable(ctx context.Context, o *Options, ep Endpoints) {
 
 func fetchTable(ctx context.Context, url string) (classtable.Table, error) {
 	var t classtable.Table
+	err := fetchJSON(ctx, url, &t)
+	return t, err
+}
+
+// fetchJSON reads the JSON answer of url into v.
+func fetchJSON(ctx context.Context, url string, v any) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return t, err
+		return err
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return t, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return t, fmt.Errorf("GET %s: %s", url, resp.Status)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&t); err != nil {
-		return t, fmt.Errorf("GET %s: %w", url, err)
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w", url, err)
 	}
-	return t, nil
+	return nil
 }

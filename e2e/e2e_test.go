@@ -841,6 +841,10 @@ func TestDemoCommand(t *testing.T) {
 	}
 	sort.Strings(classes)
 	assert.Equal(t, []string{"runtime_class=kata", "runtime_class=none", "runtime_class=runc", "storage_class=none", "storage_class=standard"}, classes)
+	// Below it, the SLOs worst first, as podslo report has them.
+	assert.Regexp(t, `(No SLO has spent its error budget|SLO and class pairs? ha(s|ve) spent)`, last)
+	assert.Regexp(t, `(?m)^SLO +CLASS +OBJECTIVE +ATTAINMENT +EVENTS +BUDGET LEFT`, last)
+	assert.Contains(t, last, "All of them: podslo report --url http://"+host+":28080")
 	for c, n := range counts {
 		assert.Positive(t, n, "count of %s", c)
 	}

@@ -240,6 +240,32 @@ func sourcesText(r *Report) string {
 // definitions.
 func WriteTable(w io.Writer, r *Report, st []Status) error {
 	fmt.Fprintf(w, "%s\n%s\n\n", Summary(st), sourcesText(r))
+	if err := writeRows(w, st); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	for _, d := range DefinitionOrder {
+		fmt.Fprintf(w, "%s: %s\n", d.Name, Definitions[d.Key])
+	}
+	return nil
+}
+
+// WriteWorst writes the answer and the n worst rows, for a screen that
+// has room for no more (`podslo demo`'s live view).
+func WriteWorst(w io.Writer, st []Status, n int) error {
+	fmt.Fprintln(w, Summary(st))
+	if len(st) > n {
+		if err := writeRows(w, st[:n]); err != nil {
+			return err
+		}
+		_, err := fmt.Fprintf(w, "... and %d more rows\n", len(st)-n)
+		return err
+	}
+	return writeRows(w, st)
+}
+
+// writeRows writes the table of the statuses, aligned.
+func writeRows(w io.Writer, st []Status) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	header := []string{"SLO", "CLASS", "OBJECTIVE", "ATTAINMENT", "EVENTS", "BUDGET LEFT"}
 	for _, b := range BurnWindows() {
@@ -256,10 +282,6 @@ func WriteTable(w io.Writer, r *Report, st []Status) error {
 	}
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write the report: %w", err)
-	}
-	fmt.Fprintln(w)
-	for _, d := range DefinitionOrder {
-		fmt.Fprintf(w, "%s: %s\n", d.Name, Definitions[d.Key])
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package slostatus
 import (
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -195,3 +196,25 @@ func TestQuantileNamesItsBounds(t *testing.T) {
 }
 
 func (c Counts) sub(o Counts) Counts { return Counts{Good: c.Good - o.Good, Total: c.Total - o.Total} }
+
+func TestWriteWorstKeepsTheWorstRows(t *testing.T) {
+	now := time.Date(2026, 11, 29, 12, 3, 0, 0, time.UTC)
+	c := &clock{t: now.Add(-time.Minute)}
+	st := openStore(t, c)
+	fill(t, st, 10, creation, "kata", "none", 8, false)
+	fill(t, st, 10, creation, "runc", "none", 0.2, true)
+	spec, err := alerts.Default()
+	require.NoError(t, err)
+	ev, err := New(spec, nil)
+	require.NoError(t, err)
+	rep := ev.FromStore(st, now, Source{})
+	sts := Evaluate(&rep)
+	var b strings.Builder
+	require.NoError(t, WriteWorst(&b, sts, 2))
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	require.Len(t, lines, 5, b.String())
+	assert.Equal(t, Summary(sts), lines[0])
+	assert.Regexp(t, `^SLO +CLASS`, lines[1])
+	assert.Contains(t, lines[2], "kata", "the worst first")
+	assert.Equal(t, fmt.Sprintf("... and %d more rows", len(sts)-2), lines[4])
+}
