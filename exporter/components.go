@@ -122,6 +122,9 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 		perPod = podslocollectors.NewPerPod(c.store, cfg.labels, cfg.families)
 	}
 	mux := serve.Mux(podslocollectors.Handler(reg, perPod, cfg.families, c.log), c.pipeline.Ready)
+	if o.Profiling {
+		serve.Profiling(mux)
+	}
 	since, err := windowsSince(c.store, time.Now())
 	if err != nil {
 		c.log.Warn("Recording when the windowed counts begin failed: the landing page dates them from this start", "err", err)

@@ -117,6 +117,11 @@ type Options struct {
 	// True. It needs create and patch on events.k8s.io events. Default
 	// false.
 	NetworkPolicyEvents bool
+	// Profiling serves Go's runtime profiles (net/http/pprof) on
+	// /debug/pprof/, behind --web.config.file like every other path. Off
+	// by default: a CPU profile costs the process while it runs, and the
+	// heap profile names the code's allocation sites.
+	Profiling bool
 	// Scope is which pods this instance owns (docs/scaling.md):
 	// --namespaces, --namespaces-denylist, --node-name, --shard and
 	// --total-shards. Default scope.Unscoped, the whole cluster.
@@ -168,6 +173,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(o.NetworkPolicies, "networkpolicies", true, "Watch NetworkPolicies and export their KEP-2136 minVersion and conditions (needs get/list/watch on networking.k8s.io networkpolicies)")
 	fs.StringVar(&o.NetworkPluginProfile, "network-plugin-profile", "", "YAML file saying what the network plugin implements (docs/networkpolicy.md); without it, NetworkPolicy support is not judged")
 	fs.BoolVar(&o.NetworkPolicyTargetPods, "networkpolicy-target-pods", false, "Export how many pods each NetworkPolicy selects; keeps every label of every pod (about 0.5 KB per pod)")
+	fs.BoolVar(&o.Profiling, "enable-profiling", false, "Serve Go's runtime profiles (pprof) on /debug/pprof/ of --listen-address")
 	fs.BoolVar(&o.NetworkPolicyEvents, "networkpolicy-events", false, "Write a Warning Event on a NetworkPolicy when its Supported condition turns False or its Problem condition turns True (needs create/patch on events.k8s.io events)")
 	fs.StringSliceVar(&o.Scope.Namespaces, "namespaces", nil, "Comma-separated namespaces to watch, one watch each (default: all namespaces); with --namespaces-denylist, the denied ones are removed, as in kube-state-metrics")
 	fs.StringSliceVar(&o.Scope.NamespacesDenylist, "namespaces-denylist", nil, "Comma-separated namespaces not to watch, left out by a field selector on every watch")

@@ -52,6 +52,10 @@ type process struct {
 	exitReported bool
 	oomReported  int64
 	log          *slog.Logger
+	// profile: the process serves /debug/pprof/ (podslo with --profile);
+	// profileName names its profiles.
+	profile     bool
+	profileName string
 }
 
 // workingSetPeriod is how often a podslo's cgroup is sampled for its
@@ -167,10 +171,18 @@ func startExporters(o *Options, kubeconfig string, log *slog.Logger) ([]*process
 			name, logName, dir = podsloOff, "podslo-off", filepath.Join(o.Workdir, "state-off")
 		}
 		p := &process{Name: name, StateDir: dir, bin: bin, logPath: filepath.Join(o.Workdir, logName+".log"), limit: o.memoryLimit, ctl: ctl}
+		p.profile = o.Profile != ""
+		if p.profile {
+			p.profileName = logName
+		}
 		err := add(p, func(port int) []string {
-			return []string{"exporter", "--kubeconfig", kubeconfig, "--state-dir", dir,
+			args := []string{"exporter", "--kubeconfig", kubeconfig, "--state-dir", dir,
 				"--listen-address", fmt.Sprintf("127.0.0.1:%d", port),
 				"--per-pod-metrics=" + strconv.FormatBool(perPod)}
+			if p.profile {
+				args = append(args, "--enable-profiling")
+			}
+			return args
 		})
 		if err != nil {
 			return procs, err

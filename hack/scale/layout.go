@@ -429,18 +429,21 @@ func (l *layoutRun) phase(ctx context.Context, name string, specs []partSpec, be
 }
 
 // anonRSS is RssAnon from /proc/<pid>/status, in bytes.
-func anonRSS(pid int) (int64, error) {
+func anonRSS(pid int) (int64, error) { return statusBytes(pid, "RssAnon") }
+
+// statusBytes is one kB field of /proc/<pid>/status, in bytes.
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "RssAnon:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no RssAnon in /proc/%d/status", pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
 
 var uidLabel = []byte(`uid="`)

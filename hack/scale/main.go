@@ -6,7 +6,7 @@
 // and as a markdown table; ./plot renders them. docs/benchmarks.md ("Scale
 // on kwok") explains every figure.
 //
-//	go run . --podslo ../../bin/podslo --ksm ~/.cache/podslo/ksm-v2.20.0/kube-state-metrics
+//	go run . --podslo ../../bin/podslo-exporter --ksm ~/.cache/podslo/ksm-v2.20.0/kube-state-metrics
 //
 // With --podslo-memory-limit each podslo runs in a memory cgroup under that
 // limit with the chart's GOMEMLIMIT, and OOM kills fail the run; --ksm ""

@@ -5,12 +5,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -100,8 +104,13 @@ func run(ctx context.Context, o *Options, log *slog.Logger) (err error) {
 		if err != nil {
 			return fmt.Errorf("%s at 0 pods: %w", p.Name, err)
 		}
-		res.Idle = append(res.Idle, IdleResult{Name: p.Name, RSSBytes: rss, PeakRSSBytes: hwm})
-		log.Info("Idle", "exporter", p.Name, "rss", rss, "peakRSS", hwm)
+		file, err1 := statusBytes(p.cmd.Process.Pid, "RssFile")
+		anon, err2 := statusBytes(p.cmd.Process.Pid, "RssAnon")
+		if err := errors.Join(err1, err2); err != nil {
+			return fmt.Errorf("%s at 0 pods: %w", p.Name, err)
+		}
+		res.Idle = append(res.Idle, IdleResult{Name: p.Name, RSSBytes: rss, PeakRSSBytes: hwm, FileRSSBytes: file, AnonRSSBytes: anon})
+		log.Info("Idle", "exporter", p.Name, "rss", rss, "peakRSS", hwm, "fileRSS", file, "anonRSS", anon)
 	}
 	for _, size := range o.Sizes {
 		sr, err := b.measure(ctx, size)
@@ -515,6 +524,7 @@ func (b *bench) cpuBurst(ctx context.Context, size int, results map[string]*Expo
 		start[p.Name] = cpu
 	}
 	n := min(b.o.Updates, b.w.pods)
+	profiles := b.profileBurst(ctx, size, log)
 	tStart := time.Now()
 	if err := b.w.touch(ctx, n, fmt.Sprintf("burst at %d pods", size)); err != nil {
 		return fmt.Errorf("patch pods: %w", err)
@@ -522,6 +532,9 @@ func (b *bench) cpuBurst(ctx context.Context, size int, results map[string]*Expo
 	patchSeconds := time.Since(tStart).Seconds()
 	end, err := b.quiet(ctx, b.procs)
 	if err != nil {
+		return err
+	}
+	if err := profiles(); err != nil {
 		return err
 	}
 	idleAfter, err := b.idleCores(ctx)
@@ -547,6 +560,48 @@ func (b *bench) cpuBurst(ctx context.Context, size int, results map[string]*Expo
 			"window", window, "idleBefore", idleBefore[p.Name], "idleAfter", idleAfter[p.Name])
 	}
 	return nil
+}
+
+// profileSeconds is how long a burst's CPU profile runs: about the time
+// 10k updates take, so that the profile is mostly the burst.
+const profileSeconds = 20 * time.Second
+
+// profileBurst starts a CPU profile of each process that serves one
+// (--profile) and returns what waits for them and writes them to
+// Options.Profile.
+func (b *bench) profileBurst(ctx context.Context, size int, log *slog.Logger) func() error {
+	var g errgroup.Group
+	for _, p := range b.procs {
+		if !p.profile {
+			continue
+		}
+		g.Go(func() error {
+			path := filepath.Join(b.o.Profile, fmt.Sprintf("cpu-%d-%s.pprof", size, p.profileName))
+			url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", p.URL, int(profileSeconds.Seconds()))
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("profile %s: %w", p.Name, err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("profile %s: %s", p.Name, resp.Status)
+			}
+			body, err := io.ReadAll(resp.Body)
+			if err != nil {
+				return fmt.Errorf("profile %s: %w", p.Name, err)
+			}
+			if err := os.WriteFile(path, body, 0o644); err != nil {
+				return err
+			}
+			log.Info("CPU profile", "exporter", p.Name, "path", path)
+			return nil
+		})
+	}
+	return g.Wait
 }
 
 // method is one way of seeing a probe's status change in an exporter.

@@ -17,7 +17,8 @@ type Options struct {
 	// Repo is the podslo checkout, for deploy/kwok and hack/scale/kwok.yaml.
 	// Default "../..", the repository root seen from hack/scale.
 	Repo string
-	// Podslo is the podslo binary. Default "<Repo>/bin/podslo".
+	// Podslo is the exporter binary. Default "<Repo>/bin/podslo-exporter",
+	// what the image runs as the exporter (make build).
 	Podslo string
 	// KSM is the kube-state-metrics binary. Required; given as empty
 	// (--ksm ""), the run measures podslo alone, which costs much less
@@ -67,6 +68,11 @@ type Options struct {
 	// measures it until its /metrics is complete and it is quiet. Default
 	// false.
 	Restart bool
+	// Profile, when set, runs each podslo with --enable-profiling and
+	// writes a CPU profile of each update burst there, one file per size
+	// and podslo: cpu-<pods>-<podslo-on|podslo-off>.pprof, the first
+	// profileSeconds from the first PATCH.
+	Profile string
 	// Out is the JSON results file; Markdown the table. Defaults
 	// "results/results.json" and "results/results.md", and with a Layout
 	// "results/layout-<layout>.json" and ".md".
@@ -83,7 +89,7 @@ func parseOptions(args []string) (*Options, error) {
 	o := &Options{}
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.StringVar(&o.Repo, "repo", "../..", "podslo repository root")
-	fs.StringVar(&o.Podslo, "podslo", "", "podslo binary (default <repo>/bin/podslo)")
+	fs.StringVar(&o.Podslo, "podslo", "", "podslo exporter binary (default <repo>/bin/podslo-exporter, as make build writes it)")
 	fs.StringVar(&o.KSM, "ksm", "", `kube-state-metrics binary (required; --ksm "" measures podslo alone)`)
 	fs.StringVar(&o.Testbin, "testbin", os.Getenv("PODSLO_TESTBIN"), "directory of etcd, kube-apiserver, kube-controller-manager, kube-scheduler")
 	fs.StringVar(&o.Kwokbin, "kwokbin", os.Getenv("PODSLO_KWOKBIN"), "directory of kwok and kwokctl")
@@ -100,6 +106,7 @@ func parseOptions(args []string) (*Options, error) {
 	fs.DurationVar(&o.SettleTimeout, "settle-timeout", 30*time.Minute, "wait at most this long for pods and exporters to settle at each size")
 	fs.StringVar(&o.PodsloMemoryLimit, "podslo-memory-limit", "", "run each podslo in a memory cgroup with this limit (a quantity such as 512Mi) and GOMEMLIMIT at 90% of it, as the chart does (default: no limit)")
 	fs.BoolVar(&o.Restart, "restart", false, "at each size, SIGKILL each exporter (kube-state-metrics too) and restart it, podslo on the same state")
+	fs.StringVar(&o.Profile, "profile", "", "directory for a CPU profile (pprof) of each podslo over each update burst's first "+profileSeconds.String())
 	fs.StringVar(&o.Out, "out", "", "JSON results (default results/results.json, with --layout results/layout-<layout>.json)")
 	fs.StringVar(&o.Markdown, "markdown", "", "markdown table of the results (default as --out, .md)")
 	fs.StringVar(&o.Layout, "layout", "", `measure a scale-out mode against one exporter at the largest size: "shards" or "per-node" (one exporter per node)`)
@@ -116,6 +123,13 @@ func parseOptions(args []string) (*Options, error) {
 	}
 	if o.Markdown == "" {
 		o.Markdown = strings.TrimSuffix(o.Out, ".json") + ".md"
+	}
+	if o.Profile != "" {
+		// Made now, so that a directory that cannot be written fails the
+		// run before the cluster grows, not after.
+		if err := os.MkdirAll(o.Profile, 0o755); err != nil {
+			return nil, fmt.Errorf("--profile: %w", err)
+		}
 	}
 	ksmGiven := false
 	fs.Visit(func(f *flag.Flag) { ksmGiven = ksmGiven || f.Name == "ksm" })
@@ -135,7 +149,7 @@ func parseOptions(args []string) (*Options, error) {
 		o.Sizes = append(o.Sizes, n)
 	}
 	if o.Podslo == "" {
-		o.Podslo = filepath.Join(o.Repo, "bin", "podslo")
+		o.Podslo = filepath.Join(o.Repo, "bin", "podslo-exporter")
 	}
 	if o.PodsloMemoryLimit != "" {
 		l, err := parseMemoryLimit(o.PodsloMemoryLimit)

@@ -31,6 +31,10 @@ type IdleResult struct {
 	Name         string `json:"name"`
 	RSSBytes     int64  `json:"rssBytes"`     // VmRSS once quiet
 	PeakRSSBytes int64  `json:"peakRSSBytes"` // VmHWM then: the start's peak
+	// RssFile and RssAnon then: the binary's and other files' mapped
+	// pages, and the rest (heap, stacks).
+	FileRSSBytes int64 `json:"fileRSSBytes,omitempty"`
+	AnonRSSBytes int64 `json:"anonRSSBytes,omitempty"`
 }
 
 // Versions are harness.Versions and kube-state-metrics'.
@@ -211,9 +215,9 @@ func (r *Results) markdown() []byte {
 		r.Versions.Podslo, ksmVersion, r.Versions.Kubernetes, r.Versions.Kwok)
 	mb := func(v int64) float64 { return float64(v) / 1e6 }
 	if len(r.Idle) > 0 {
-		b.WriteString("\n### Idle, 0 pods: RSS (MB)\n\nEach exporter started and quiet, before the first pod.\n\n| | RSS | peak RSS since start |\n|---|---|---|\n")
+		b.WriteString("\n### Idle, 0 pods: RSS (MB)\n\nEach exporter started and quiet, before the first pod. RSS is the binary's and other files' pages (file) and the rest (anonymous).\n\n| | RSS | file / anonymous | peak RSS since start |\n|---|---|---|---|\n")
 		for _, i := range r.Idle {
-			fmt.Fprintf(&b, "| %s | %.0f | %.0f |\n", i.Name, mb(i.RSSBytes), mb(i.PeakRSSBytes))
+			fmt.Fprintf(&b, "| %s | %.0f | %.0f / %.0f | %.0f |\n", i.Name, mb(i.RSSBytes), mb(i.FileRSSBytes), mb(i.AnonRSSBytes), mb(i.PeakRSSBytes))
 		}
 	}
 	withKSM := r.Options == nil || r.Options.KSM != ""

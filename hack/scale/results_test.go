@@ -45,7 +45,7 @@ func TestMarkdownWithKSM(t *testing.T) {
 		return &ExporterResult{Name: name, RSSSettledBytes: rss, Scrapes: []scrape{{Bytes: 1e6}}}
 	}
 	r := &Results{Options: &Options{KSM: "/ksm-v2.20.0/kube-state-metrics"},
-		Idle: []IdleResult{{Name: podsloOn, RSSBytes: 20e6, PeakRSSBytes: 22e6}, {Name: podsloOff, RSSBytes: 19e6, PeakRSSBytes: 21e6}, {Name: ksm, RSSBytes: 15e6, PeakRSSBytes: 16e6}},
+		Idle: []IdleResult{{Name: podsloOn, RSSBytes: 20e6, PeakRSSBytes: 22e6, FileRSSBytes: 14e6, AnonRSSBytes: 6e6}, {Name: podsloOff, RSSBytes: 19e6, PeakRSSBytes: 21e6, FileRSSBytes: 13e6, AnonRSSBytes: 6e6}, {Name: ksm, RSSBytes: 15e6, PeakRSSBytes: 16e6, FileRSSBytes: 11e6, AnonRSSBytes: 4e6}},
 		Sizes: []SizeResult{{
 			Pods: 2000, Nodes: 20, Exporters: []*ExporterResult{exp(podsloOn, 50e6), exp(podsloOff, 40e6), exp(ksm, 200e6)},
 			Restarts: []RestartResult{
@@ -55,8 +55,8 @@ func TestMarkdownWithKSM(t *testing.T) {
 		}}}
 	md := string(r.markdown())
 	for _, want := range []string{
-		"\n### Idle, 0 pods: RSS (MB)\n\nEach exporter started and quiet, before the first pod.\n\n| | RSS | peak RSS since start |\n|---|---|---|\n" +
-			"| podslo | 20 | 22 |\n| podslo --per-pod-metrics=false | 19 | 21 |\n| kube-state-metrics | 15 | 16 |\n\n### 2,000 pods on 20 nodes\n",
+		"\n### Idle, 0 pods: RSS (MB)\n\nEach exporter started and quiet, before the first pod. RSS is the binary's and other files' pages (file) and the rest (anonymous).\n\n| | RSS | file / anonymous | peak RSS since start |\n|---|---|---|---|\n" +
+			"| podslo | 20 | 14 / 6 | 22 |\n| podslo --per-pod-metrics=false | 19 | 13 / 6 | 21 |\n| kube-state-metrics | 15 | 11 / 4 | 16 |\n\n### 2,000 pods on 20 nodes\n",
 		"| RSS settled (MB) | 50 | 40 | 200 | 0.25× | 0.20× |\n",
 		"| restart (SIGKILL; podslo on the same state) | to /readyz, KSM /healthz (s) | to a complete /metrics (s) | RSS complete / quiet (MB) | quiet RSS / settled RSS | peak RSS (MB) |\n|---|---|---|---|---|---|\n" +
 			"| podslo | 0.5 | 0.7 | 60 / 55 | 1.10× | 70 |\n| kube-state-metrics | 0.1 | 3.4 | 250 / 300 | 1.50× | 320 |\n",

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"time"
@@ -57,6 +58,17 @@ func Mux(metrics http.Handler, ready func() bool) *http.ServeMux {
 		_, _ = w.Write([]byte("ok\n"))
 	})
 	return mux
+}
+
+// Profiling serves net/http/pprof's handlers on /debug/pprof/ of mux. They
+// are registered here, not through the package's import, which would add
+// them to http.DefaultServeMux.
+func Profiling(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // Listen returns lis when a test set one, else listens on addr.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -159,4 +160,24 @@ func TestLoadWebConfig(t *testing.T) {
 			assert.Equal(t, WebConfig{File: tc.path, TLS: tc.wantTLS, BasicAuth: tc.wantBasicAuth}, got)
 		})
 	}
+}
+
+func TestProfiling(t *testing.T) {
+	mux := Mux(http.NotFoundHandler(), func() bool { return true })
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	status, _ := get("/debug/pprof/goroutine?debug=1")
+	assert.Equal(t, http.StatusNotFound, status, "profiles are served only when asked for")
+
+	Profiling(mux)
+	status, body := get("/debug/pprof/goroutine?debug=1")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, "goroutine profile: total", "the goroutine profile, in text")
+	assert.Contains(t, body, "TestProfiling", "this goroutine is in it")
+	status, body = get("/debug/pprof/cmdline")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, strings.Join(os.Args, "\x00"), body)
 }
