@@ -13,11 +13,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/common/version"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
 
 	podslocollectors "github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
 	"github.com/podslo/podslo/internal/classtable"
+	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/internal/slostatus"
 	"github.com/podslo/podslo/pipeline"
@@ -35,7 +35,7 @@ type components struct {
 	web  serve.WebConfig
 	log  *slog.Logger
 
-	client       kubernetes.Interface
+	client       kube.Interface
 	scope        scope.Scope
 	autoshardSet string
 
@@ -56,7 +56,7 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.client, err = kubernetes.NewForConfig(restConfig); err != nil {
+	if c.client, err = kube.NewForConfig(restConfig); err != nil {
 		return nil, fmt.Errorf("create API client: %w", err)
 	}
 	if c.scope, c.autoshardSet, err = o.resolveScope(ctx, c.client); err != nil {
@@ -151,7 +151,7 @@ func (e *Exporter) build(ctx context.Context) (_ *components, err error) {
 // resolveScope is the scope this instance runs in: the options', with the
 // shard and total from the StatefulSet when autosharded (whose name it
 // returns too).
-func (o *Options) resolveScope(ctx context.Context, client kubernetes.Interface) (scope.Scope, string, error) {
+func (o *Options) resolveScope(ctx context.Context, client kube.Interface) (scope.Scope, string, error) {
 	sc := o.Scope
 	if !o.Autoshard.Enabled() {
 		return sc, "", nil

@@ -14,6 +14,7 @@ import (
 
 	podslocollectors "github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/internal/serve"
 	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/lifecycle"
@@ -136,7 +137,7 @@ func TestNewResolvesEachSettingOnce(t *testing.T) {
 
 	require.NoError(t, os.Remove(profile))
 	o := e.Options()
-	n := o.networkPolicies(fake.NewClientset(), e.cfg.profile, func(string, string) {}, o.Logger)
+	n := o.networkPolicies(kubetest.Wrap(fake.NewClientset()), e.cfg.profile, func(string, string) {}, o.Logger)
 	require.NotNil(t, n)
 	assert.Same(t, e.cfg.profile, n.profile, "the components judge against the profile New loaded")
 

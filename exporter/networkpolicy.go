@@ -6,10 +6,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/podslo/podslo/collectors"
 	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/netpolicy"
 )
 
@@ -29,7 +29,7 @@ type networkPolicies struct {
 // networkPolicies builds the NetworkPolicy watch and collector from the
 // completed, validated options and the network plugin profile New loaded
 // (nil for none).
-func (o *Options) networkPolicies(client kubernetes.Interface, profile *netpolicy.Profile, onEvent func(resource, event string), log *slog.Logger) *networkPolicies {
+func (o *Options) networkPolicies(client kube.Interface, profile *netpolicy.Profile, onEvent func(resource, event string), log *slog.Logger) *networkPolicies {
 	if !*o.NetworkPolicies {
 		return nil
 	}

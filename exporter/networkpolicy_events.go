@@ -4,21 +4,23 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/tools/pager"
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/podslo/podslo/informers"
+	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/netpolicy"
 )
 
@@ -59,7 +61,7 @@ type policyEvents struct {
 	next    informers.PolicyHandler
 	state   *netpolicy.State
 	profile *netpolicy.Profile
-	client  kubernetes.Interface
+	client  kube.Interface
 	log     *slog.Logger
 
 	queue   *workqueue.Typed[string]
@@ -79,7 +81,7 @@ type judgement struct {
 	problem     bool
 }
 
-func newPolicyEvents(next informers.PolicyHandler, state *netpolicy.State, profile *netpolicy.Profile, client kubernetes.Interface, log *slog.Logger) *policyEvents {
+func newPolicyEvents(next informers.PolicyHandler, state *netpolicy.State, profile *netpolicy.Profile, client kube.Interface, log *slog.Logger) *policyEvents {
 	return &policyEvents{
 		next: next, state: state, profile: profile, client: client, log: log,
 		queue:   workqueue.NewTyped[string](),
@@ -102,12 +104,12 @@ func (e *policyEvents) PolicyDeleted(namespace, name string) {
 
 // Start writes Events until ctx ends.
 func (e *policyEvents) Start(ctx context.Context) error {
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: e.client.EventsV1()})
-	if err := broadcaster.StartRecordingToSinkWithContext(ctx); err != nil {
-		return fmt.Errorf("start the NetworkPolicy event recorder: %w", err)
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("NetworkPolicy events: the reporting instance: %w", err)
 	}
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, eventsController)
+	// As client-go's events recorder names it.
+	instance := eventsController + "-" + host
 	go func() {
 		<-ctx.Done()
 		e.queue.ShutDown()
@@ -129,7 +131,7 @@ func (e *policyEvents) Start(ctx context.Context) error {
 		if shutdown {
 			return nil
 		}
-		e.judge(ctx, recorder, key)
+		e.judge(ctx, instance, key)
 		e.queue.Done(key)
 	}
 }
@@ -140,7 +142,7 @@ func (e *policyEvents) listWritten(ctx context.Context) (map[string]bool, error)
 	written := map[string]bool{}
 	sel := fields.Set{"reportingComponent": eventsController, "type": corev1.EventTypeWarning}.AsSelector().String()
 	p := pager.New(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-		return e.client.CoreV1().Events("").List(ctx, opts)
+		return e.client.List(ctx, kube.Events, "", opts)
 	})
 	err := p.EachListItem(ctx, metav1.ListOptions{FieldSelector: sel}, func(obj runtime.Object) error {
 		ev, ok := obj.(*corev1.Event)
@@ -152,7 +154,7 @@ func (e *policyEvents) listWritten(ctx context.Context) (map[string]bool, error)
 	return written, err
 }
 
-func (e *policyEvents) judge(ctx context.Context, recorder events.EventRecorder, key string) {
+func (e *policyEvents) judge(ctx context.Context, instance, key string) {
 	p := e.state.Get(key)
 	if p == nil {
 		delete(e.last, key)
@@ -189,8 +191,61 @@ func (e *policyEvents) judge(ctx context.Context, recorder events.EventRecorder,
 		if len(note) > maxEventNote {
 			note = strings.ToValidUTF8(note[:maxEventNote-len("...")], "") + "..."
 		}
-		ref := &corev1.ObjectReference{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
-		recorder.Eventf(ref, nil, corev1.EventTypeWarning, c.reason, eventAction, "%s", note)
+		ref := corev1.ObjectReference{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy", Namespace: p.Namespace, Name: p.Name, UID: p.UID}
+		now := time.Now()
+		ev := &eventsv1.Event{
+			// Named as client-go's events recorder names them.
+			ObjectMeta:          metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", p.Name, now.UnixNano()), Namespace: p.Namespace},
+			EventTime:           metav1.NewMicroTime(now),
+			ReportingController: eventsController,
+			ReportingInstance:   instance,
+			Action:              eventAction,
+			Reason:              c.reason,
+			Regarding:           ref,
+			Note:                note,
+			Type:                corev1.EventTypeWarning,
+		}
+		if err := e.write(ctx, ev); err != nil {
+			e.log.Error("Writing a NetworkPolicy event failed", "namespace", p.Namespace, "networkpolicy", p.Name, "reason", c.reason, "err", err)
+			continue
+		}
 		e.log.Info("NetworkPolicy event", "namespace", p.Namespace, "networkpolicy", p.Name, "reason", c.reason, "condition", string(c.cond.Type), "conditionReason", c.cond.Reason)
 	}
+}
+
+// eventAttempts and eventRetry bound how long write retries an Event the
+// API server refused or did not answer, as client-go's recorder retries
+// (12 times, 10 s apart): the worker waits meanwhile, and the policies
+// behind it are judged later.
+const (
+	eventAttempts = 6
+	eventRetry    = 5 * time.Second
+	eventTimeout  = 10 * time.Second
+)
+
+// write creates ev, trying again a few times; an Event that already exists
+// (a retry of a create that succeeded) is written.
+func (e *policyEvents) write(ctx context.Context, ev *eventsv1.Event) error {
+	var err error
+	for attempt := range eventAttempts {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(eventRetry):
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, eventTimeout)
+		_, err = e.client.Create(wctx, kube.EventsV1, ev.Namespace, ev)
+		cancel()
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			return nil
+		}
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsNotFound(err) {
+			// Trying again changes nothing: no RBAC, or a namespace
+			// being deleted.
+			return err
+		}
+	}
+	return err
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/pipeline"
 	"github.com/podslo/podslo/scope"
@@ -79,7 +80,7 @@ func benchWatcher(b testing.TB, st *store.Store) (*Watcher, *pipeline.Pipeline) 
 	if err != nil {
 		b.Fatal(err)
 	}
-	w, err := New(fake.NewClientset(), p, Options{PodLabels: []string{"app.kubernetes.io/name"}})
+	w, err := New(kubetest.Wrap(fake.NewClientset()), p, Options{PodLabels: []string{"app.kubernetes.io/name"}})
 	if err != nil {
 		b.Fatal(err)
 	}

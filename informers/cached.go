@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/podslo/podslo/internal/kube"
 )
 
 // cachedWatch lists and watches one resource into an indexer a lister
@@ -96,16 +98,9 @@ func listWatch(client any, list func(context.Context, metav1.ListOptions) (runti
 	}, client)
 }
 
-// typedListWatch is what a typed client offers for one resource (a
-// namespace's PVCs, say).
-type typedListWatch[L runtime.Object] interface {
-	List(context.Context, metav1.ListOptions) (L, error)
-	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
-}
-
-// narrowedListWatch is listWatch of api, narrowed on the API server to the
-// field selector (none when empty).
-func narrowedListWatch[L runtime.Object](client any, api typedListWatch[L], selector string) cache.ListerWatcher {
+// narrowedListWatch is listWatch of resource r in namespace (all for ""),
+// narrowed on the API server to the field selector (none when empty).
+func narrowedListWatch(client kube.Interface, r kube.Resource, namespace, selector string) cache.ListerWatcher {
 	narrow := func(o metav1.ListOptions) metav1.ListOptions {
 		if selector != "" {
 			o.FieldSelector = selector
@@ -114,9 +109,9 @@ func narrowedListWatch[L runtime.Object](client any, api typedListWatch[L], sele
 	}
 	return listWatch(client,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return api.List(ctx, narrow(o))
+			return client.List(ctx, r, namespace, narrow(o))
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return api.Watch(ctx, narrow(o))
+			return client.Watch(ctx, r, namespace, narrow(o))
 		})
 }

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"maps"
 	"context"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	metadatafake "k8s.io/client-go/metadata/fake"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/scope"
 )
@@ -80,7 +82,7 @@ func TestWatcherResolvesDimensions(t *testing.T) {
 		metadataOf("batch/v1", "Job", "team-b", "nightly-1", "job-b", nil, ctrl("batch/v1", "CronJob", "c")),
 	)
 	h := &dimensions{byName: map[string]string{}, synced: make(chan struct{})}
-	w, err := New(client, h, Options{
+	w, err := New(kubetest.Wrap(client), h, Options{
 		NodeLabels: []string{"zone"}, OwnerKind: true, Metadata: md,
 		Scope: scope.Scope{Namespaces: []string{"team-a", "team-b"}, TotalShards: 1},
 	})
@@ -103,4 +105,36 @@ func TestWatcherResolvesDimensions(t *testing.T) {
 	h.mu.Unlock()
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// Without a histogram label that needs them, the Node, ReplicaSet and Job
+// watches cost nothing: not one request reaches their client, and no
+// metadata client is made.
+func TestDimensionWatchesOnlyWhenUsed(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "p", UID: "p"}, Spec: corev1.PodSpec{NodeName: "n1"}})
+	md := metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
+	h := &dimensions{byName: map[string]string{}, synced: make(chan struct{})}
+	w, err := New(kubetest.Wrap(client), h, Options{Metadata: md, Scope: scope.Scope{TotalShards: 1}})
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- w.Start(ctx) }()
+	select {
+	case <-h.synced:
+	case err := <-done:
+		t.Fatalf("watcher stopped: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("never synced")
+	}
+	assert.Equal(t, map[string]string{"p": "/"}, func() map[string]string { h.mu.Lock(); defer h.mu.Unlock(); return maps.Clone(h.byName) }())
+	assert.Empty(t, md.Actions(), "no Node, ReplicaSet or Job request without a histogram label that uses them")
+	cancel()
+	require.NoError(t, <-done)
+
+	// And without Options.Metadata, none is needed.
+	_, err = New(kubetest.Wrap(client), h, Options{})
+	require.NoError(t, err)
+	_, err = New(kubetest.Wrap(client), h, Options{OwnerKind: true})
+	assert.ErrorContains(t, err, "need a metadata client")
 }

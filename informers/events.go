@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/podslo/podslo/internal/kube"
 )
 
 // DefaultUserErrorEventRegex matches the kubelet's FailedMount messages for
@@ -75,10 +77,10 @@ func (w *Watcher) eventController(namespace, selector string) *eventWatch {
 		return o
 	}
 	list := func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-		return w.client.CoreV1().Events(namespace).List(ctx, narrow(o))
+		return w.client.List(ctx, kube.Events, namespace, narrow(o))
 	}
 	watchFunc := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-		return w.client.CoreV1().Events(namespace).Watch(ctx, narrow(o))
+		return w.client.Watch(ctx, kube.Events, namespace, narrow(o))
 	}
 	ew.ctrl = trackedController(fifo, ew.current, trackedListWatch(ew.current, w.client, list, watchFunc), &corev1.Event{}, "events", func(d cache.Delta) { w.processEventDelta(ew, d) })
 	return ew

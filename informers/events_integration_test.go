@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/internal/testenv"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/scope"
@@ -55,7 +56,7 @@ func TestPerNodeWatchDropsOtherNodesEvents(t *testing.T) {
 	env := testenv.Start(t)
 	testenv.CreateNamespace(t, env.Client, "ns", nil)
 	h := &userErrors{}
-	w, err := New(env.Client, h, Options{
+	w, err := New(kubetest.Wrap(env.Client), h, Options{
 		Scope:      scope.Scope{Node: "node-a", TotalShards: 1},
 		RESTConfig: env.Config,
 		Logger:     testenv.Logger(t),

@@ -9,6 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/podslo/podslo/internal/kube/kubetest"
 )
 
 // Real kubelet FailedMount messages, and the KEP's own form.
@@ -67,7 +69,7 @@ func TestUserErrorEvents(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &recorder{}
-			w, err := New(fake.NewClientset(), rec, Options{UserErrorEvents: tc.re})
+			w, err := New(kubetest.Wrap(fake.NewClientset()), rec, Options{UserErrorEvents: tc.re})
 			require.NoError(t, err)
 			w.handleEvent(failedMount("u1", custom))
 			w.handleEvent(failedMount("u2", missingSecret))

@@ -16,13 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/scope"
 )
@@ -107,7 +107,7 @@ type Options struct {
 // Watcher lists and watches pods, PVCs, StorageClasses and FailedMount
 // events, trims them, and hands each pod to its Handler.
 type Watcher struct {
-	client kubernetes.Interface
+	client kube.Interface
 	// pods is the pod watch's own REST client, which decodes pods straight
 	// into lifecycle.Pod; nil without Options.RESTConfig.
 	pods      rest.Interface
@@ -153,7 +153,7 @@ func (w *Watcher) StorageClasses() []string {
 }
 
 // New returns a Watcher handing pods to h; Start runs it.
-func New(client kubernetes.Interface, h Handler, opts Options) (*Watcher, error) {
+func New(client kube.Interface, h Handler, opts Options) (*Watcher, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -207,7 +207,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 	// the class resolver reads the listers' current state. StorageClasses
 	// are cluster-scoped, and read whatever the scope: the default class
 	// resolves the claims that name none.
-	classes := newCachedWatch(narrowedListWatch(w.client, w.client.StorageV1().StorageClasses(), ""), &storagev1.StorageClass{}, "storageclasses", w.trim.transform, w.counter("storageclasses"))
+	classes := newCachedWatch(narrowedListWatch(w.client, kube.StorageClasses, "", ""), &storagev1.StorageClass{}, "storageclasses", w.trim.transform, w.counter("storageclasses"))
 	cached := []*cachedWatch{classes}
 	pvcListers := pvcsByNamespace{}
 	var eventWatches []*eventWatch
@@ -216,7 +216,7 @@ func (w *Watcher) Start(ctx context.Context) error {
 		// One watch per allowed namespace (one, cluster-wide, without an
 		// allowlist): each is narrowed on the API server, so podslo does
 		// not receive what it would drop.
-		pvcs := newCachedWatch(narrowedListWatch(w.client, w.client.CoreV1().PersistentVolumeClaims(ns), nsSelector), &corev1.PersistentVolumeClaim{}, "persistentvolumeclaims", w.trim.transform, w.counter("persistentvolumeclaims"))
+		pvcs := newCachedWatch(narrowedListWatch(w.client, kube.PersistentVolumeClaims, ns, nsSelector), &corev1.PersistentVolumeClaim{}, "persistentvolumeclaims", w.trim.transform, w.counter("persistentvolumeclaims"))
 		cached = append(cached, pvcs)
 		pvcLister = corelisters.NewPersistentVolumeClaimLister(pvcs.indexer)
 		pvcListers[ns] = pvcLister

@@ -15,6 +15,7 @@ import (
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/lifecycle"
 )
 
@@ -100,7 +101,7 @@ func TestRuntimeClass(t *testing.T) {
 }
 
 func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
-	w, err := New(fake.NewClientset(), nil, Options{
+	w, err := New(kubetest.Wrap(fake.NewClientset()), nil, Options{
 		PodLabels:      []string{"app"},
 		PodAnnotations: []string{"example.com/tier"},
 	})
@@ -157,7 +158,7 @@ func TestTransformKeepsOnlyWhatTheSLIsRead(t *testing.T) {
 // EmptyDir or projected one, as the kubelet's tracker tells (1.37,
 // pod_startup_latency_tracker.go, isStatefulPod); a PVC is not needed.
 func TestStatefulAsTheKubeletTellsIt(t *testing.T) {
-	w, err := New(fake.NewClientset(), nil, Options{})
+	w, err := New(kubetest.Wrap(fake.NewClientset()), nil, Options{})
 	require.NoError(t, err)
 	src := func(vs corev1.VolumeSource) corev1.Volume { return corev1.Volume{Name: "v", VolumeSource: vs} }
 	stateless := []corev1.Volume{

@@ -9,9 +9,9 @@ import (
 	"unique"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/netpolicy"
 	"github.com/podslo/podslo/scope"
 )
@@ -56,14 +56,14 @@ type PolicyOptions struct {
 // each to its PolicyHandler. It is separate from Watcher so that
 // --networkpolicies=false starts no watch and needs no permission.
 type PolicyWatcher struct {
-	client  kubernetes.Interface
+	client  kube.Interface
 	handler PolicyHandler
 	opts    PolicyOptions
 }
 
 // NewPolicyWatcher returns a PolicyWatcher handing policies to h; Start
 // runs it.
-func NewPolicyWatcher(client kubernetes.Interface, h PolicyHandler, opts PolicyOptions) *PolicyWatcher {
+func NewPolicyWatcher(client kube.Interface, h PolicyHandler, opts PolicyOptions) *PolicyWatcher {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -84,7 +84,7 @@ func (w *PolicyWatcher) Start(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, ns := range w.opts.Scope.WatchedNamespaces() {
-		cw := newCachedWatch(narrowedListWatch(w.client, w.client.NetworkingV1().NetworkPolicies(ns), selector), &networkingv1.NetworkPolicy{}, policiesResource, trimPolicy, cache.ResourceEventHandlerFuncs{
+		cw := newCachedWatch(narrowedListWatch(w.client, kube.NetworkPolicies, ns, selector), &networkingv1.NetworkPolicy{}, policiesResource, trimPolicy, cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { w.opts.OnEvent(policiesResource, "add"); w.deliver(obj) },
 			UpdateFunc: func(_, obj any) { w.opts.OnEvent(policiesResource, "update"); w.deliver(obj) },
 			DeleteFunc: func(obj any) { w.opts.OnEvent(policiesResource, "delete"); w.delete(obj) },

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/netpolicy"
 )
 
@@ -57,7 +58,7 @@ func BenchmarkPolicyMemory(b *testing.B) {
 	for range b.N {
 		indexer := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		state := netpolicy.NewState(false)
-		w := NewPolicyWatcher(fake.NewClientset(), state, PolicyOptions{})
+		w := NewPolicyWatcher(kubetest.Wrap(fake.NewClientset()), state, PolicyOptions{})
 		before := heapInUse()
 		for i := range n {
 			p, _ := trimPolicy(benchPolicy(i))
@@ -85,7 +86,7 @@ func BenchmarkTargetPodLabels(b *testing.B) {
 	b.ReportAllocs()
 	for range b.N {
 		state := netpolicy.NewState(true)
-		w, err := New(fake.NewClientset(), &recorder{}, Options{PodLabelsHandler: state})
+		w, err := New(kubetest.Wrap(fake.NewClientset()), &recorder{}, Options{PodLabelsHandler: state})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/netpolicy"
 )
 
@@ -43,7 +44,7 @@ func TestPolicyWatcher(t *testing.T) {
 	rec := &policyRecorder{}
 	events := map[string]int{}
 	var mu sync.Mutex
-	w := NewPolicyWatcher(client, rec, PolicyOptions{OnEvent: func(res, ev string) { mu.Lock(); events[res+" "+ev]++; mu.Unlock() }})
+	w := NewPolicyWatcher(kubetest.Wrap(client), rec, PolicyOptions{OnEvent: func(res, ev string) { mu.Lock(); events[res+" "+ev]++; mu.Unlock() }})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- w.Start(ctx) }()
@@ -75,7 +76,7 @@ func TestPolicyWatcher(t *testing.T) {
 
 func TestPolicyDeletedWhileDown(t *testing.T) {
 	rec := &policyRecorder{}
-	w := NewPolicyWatcher(fake.NewClientset(), rec, PolicyOptions{})
+	w := NewPolicyWatcher(kubetest.Wrap(fake.NewClientset()), rec, PolicyOptions{})
 	w.delete(cache.DeletedFinalStateUnknown{Key: "a/gone", Obj: &netpolicy.Policy{Namespace: "a", Name: "gone"}})
 	w.delete("junk")
 	assert.Equal(t, []string{"policy deleted a/gone"}, rec.get())
@@ -98,7 +99,7 @@ func TestTrimPolicyIdempotentAndKeyed(t *testing.T) {
 func TestPodLabelsHandler(t *testing.T) {
 	full := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u1", Labels: map[string]string{"app": "web", "team": "a", "pod-template-hash": "abc"}}}
 	rec := &policyRecorder{}
-	w, err := New(fake.NewClientset(), &recorder{}, Options{PodLabels: []string{"team"}, PodLabelsHandler: rec})
+	w, err := New(kubetest.Wrap(fake.NewClientset()), &recorder{}, Options{PodLabels: []string{"team"}, PodLabelsHandler: rec})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
 	pw := newPodWatch("", nil)
@@ -111,7 +112,7 @@ func TestPodLabelsHandler(t *testing.T) {
 	w.processPodDelta(pw, cache.Delta{Type: cache.Deleted, Object: cache.DeletedFinalStateUnknown{Key: "ns/web", Obj: &podRef{Namespace: "ns", Name: "web", UID: "u1"}}})
 	assert.Equal(t, []string{"labels ns/web app=web,pod-template-hash=abc,team=a", "labels ns/web app=db", "pod deleted ns/web"}, rec.get())
 
-	without, err := New(fake.NewClientset(), &recorder{}, Options{PodLabels: []string{"team"}})
+	without, err := New(kubetest.Wrap(fake.NewClientset()), &recorder{}, Options{PodLabels: []string{"team"}})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"team": "a"}, without.trim.mustPod(full).Labels)
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/podslo/podslo/internal/kube/kubetest"
 )
 
 // TestStopsPromptlyDuringAnOutage cancels the watches after 20 s of an API
@@ -28,9 +30,9 @@ func TestStopsPromptlyDuringAnOutage(t *testing.T) {
 	require.NoError(t, lis.Close())
 	client, err := kubernetes.NewForConfig(&rest.Config{Host: "http://" + refused})
 	require.NoError(t, err)
-	w, err := New(client, nil, Options{})
+	w, err := New(kubetest.Wrap(client), nil, Options{})
 	require.NoError(t, err)
-	np := NewPolicyWatcher(client, nil, PolicyOptions{})
+	np := NewPolicyWatcher(kubetest.Wrap(client), nil, PolicyOptions{})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

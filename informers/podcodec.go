@@ -7,9 +7,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 
+	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/lifecycle"
 )
 
@@ -37,14 +37,7 @@ func (l *podList) DeepCopyObject() runtime.Object {
 // answers in JSON) into lifecycle.Pod, and lists into podList; anything
 // else, such as a Status, as the scheme does.
 func newPodClient(cfg *rest.Config, t *trimmer) (rest.Interface, error) {
-	c := rest.CopyConfig(cfg)
-	c.GroupVersion = &corev1.SchemeGroupVersion
-	c.APIPath = "/api"
-	c.NegotiatedSerializer = podCodecs{base: scheme.Codecs.WithoutConversion(), t: t}
-	if c.UserAgent == "" {
-		c.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	rc, err := rest.RESTClientFor(c)
+	rc, err := kube.RESTClientFor(cfg, corev1.SchemeGroupVersion, podCodecs{base: kube.Codecs.WithoutConversion(), t: t})
 	if err != nil {
 		return nil, fmt.Errorf("pod client: %w", err)
 	}

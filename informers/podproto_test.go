@@ -15,6 +15,7 @@ import (
 	metadatafake "k8s.io/client-go/metadata/fake"
 	"sigs.k8s.io/randfill"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/lifecycle"
 )
 
@@ -31,7 +32,7 @@ func trimmers(t testing.TB) map[string]*trimmer {
 		"owner kind":  {OwnerKind: true, NodeLabels: []string{"zone"}},
 	} {
 		opts.Metadata = metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme())
-		w, err := New(fake.NewClientset(), nil, opts)
+		w, err := New(kubetest.Wrap(fake.NewClientset()), nil, opts)
 		require.NoError(t, err)
 		out[name] = w.trim
 	}
@@ -188,7 +189,7 @@ func FuzzDecodePod(f *testing.F) {
 		}
 		f.Add(raw)
 	}
-	w, err := New(fake.NewClientset(), nil, Options{PodLabels: []string{"app.kubernetes.io/name"}})
+	w, err := New(kubetest.Wrap(fake.NewClientset()), nil, Options{PodLabels: []string{"app.kubernetes.io/name"}})
 	if err != nil {
 		f.Fatal(err)
 	}

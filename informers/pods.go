@@ -13,11 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/lifecycle"
 )
 
@@ -112,13 +111,13 @@ func (k *podKeys) GetByKey(key string) (any, bool, error) {
 // generated pod informer does: whole pods, which the queue's transform
 // trims. Only unit tests, on a fake clientset, take this path; the
 // exporter decodes pods straight into their trimmed form (podListWatchREST).
-func podListWatch(client kubernetes.Interface, namespace, selector string, owns func(types.UID) bool, c *currency) cache.ListerWatcher {
+func podListWatch(client kube.Interface, namespace, selector string, owns func(types.UID) bool, c *currency) cache.ListerWatcher {
 	return filteredPodListWatch(c, client, selector, owns,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return client.CoreV1().Pods(namespace).List(ctx, o)
+			return client.List(ctx, kube.Pods, namespace, o)
 		},
 		func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return client.CoreV1().Pods(namespace).Watch(ctx, o)
+			return client.Watch(ctx, kube.Pods, namespace, o)
 		})
 }
 
@@ -132,7 +131,7 @@ func podListWatchREST(rc rest.Interface, namespace, selector string, owns func(t
 			timeout = time.Duration(*o.TimeoutSeconds) * time.Second
 		}
 		return rc.Get().NamespaceIfScoped(namespace, namespace != "").Resource("pods").
-			VersionedParams(&o, scheme.ParameterCodec).Timeout(timeout)
+			VersionedParams(&o, kube.ParameterCodec).Timeout(timeout)
 	}
 	return filteredPodListWatch(c, rc, selector, owns,
 		func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/lifecycle"
 )
 
@@ -43,7 +44,7 @@ func podNamed(name string, uid types.UID) *lifecycle.Pod {
 // reports since the key still exists.
 func TestWatchHandsOnPodsAndDeletions(t *testing.T) {
 	rec := &recorder{}
-	w, err := New(fake.NewClientset(), rec, Options{})
+	w, err := New(kubetest.Wrap(fake.NewClientset()), rec, Options{})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
 	pw := newPodWatch("", nil)
@@ -98,7 +99,7 @@ func (r *listedRecorder) Pod(p *lifecycle.Pod) { r.listed = append(r.listed, p.L
 // is a watch's again.
 func TestListedPods(t *testing.T) {
 	rec := &listedRecorder{}
-	w, err := New(fake.NewClientset(), rec, Options{})
+	w, err := New(kubetest.Wrap(fake.NewClientset()), rec, Options{})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
 	pw := newPodWatch("", nil)

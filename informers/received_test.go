@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/lifecycle"
 )
 
@@ -59,7 +60,7 @@ func TestReceiveTimeIsNotTheHandlersBacklog(t *testing.T) {
 	release := func() { releaseOnce.Do(func() { close(h.release) }) }
 	t.Cleanup(release)
 	client := fake.NewClientset()
-	w, err := New(client, h, Options{})
+	w, err := New(kubetest.Wrap(client), h, Options{})
 	require.NoError(t, err)
 	w.classes = *resolver(t)
 

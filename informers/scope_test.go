@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/podslo/podslo/internal/kube/kubetest"
 	"github.com/podslo/podslo/lifecycle"
 	"github.com/podslo/podslo/scope"
 )
@@ -39,7 +40,7 @@ func TestPodListWatchKeepsOnlyItsShard(t *testing.T) {
 			_, err := client.CoreV1().Pods("ns").Create(context.Background(), p, metav1.CreateOptions{})
 			require.NoError(t, err)
 		}
-		lw := podListWatch(client, "ns", "", sc.OwnsUID, newCurrency(time.Now, nil))
+		lw := podListWatch(kubetest.Wrap(client), "ns", "", sc.OwnsUID, newCurrency(time.Now, nil))
 		obj, err := lw.List(metav1.ListOptions{})
 		require.NoError(t, err)
 		for _, p := range obj.(*corev1.PodList).Items {
@@ -131,7 +132,7 @@ func TestEventsOfOtherShardsAndNodesAreDropped(t *testing.T) {
 		}
 	}
 	rec := &recorder{}
-	w, err := New(fake.NewClientset(), rec, Options{Scope: sc})
+	w, err := New(kubetest.Wrap(fake.NewClientset()), rec, Options{Scope: sc})
 	require.NoError(t, err)
 	event := func(uid types.UID, host string) *corev1.Event {
 		return &corev1.Event{

@@ -8,12 +8,14 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/podslo/podslo/internal/kube"
 )
 
 // ErrShardingChanged means the autosharded StatefulSet's replicas changed:
@@ -43,8 +45,12 @@ func (a Autoshard) Validate() error {
 // kube-state-metrics' autosharding does: the shard is the pod's ordinal,
 // the total the StatefulSet's replicas. It needs get on pods and
 // statefulsets in the pod's namespace.
-func (a Autoshard) Resolve(ctx context.Context, client kubernetes.Interface) (shard, total int, statefulSet string, err error) {
-	pod, err := client.CoreV1().Pods(a.Namespace).Get(ctx, a.Pod, metav1.GetOptions{})
+func (a Autoshard) Resolve(ctx context.Context, client kube.Interface) (shard, total int, statefulSet string, err error) {
+	obj, err := client.Get(ctx, kube.Pods, a.Namespace, a.Pod, metav1.GetOptions{})
+	pod, _ := obj.(*corev1.Pod)
+	if err == nil && pod == nil {
+		err = fmt.Errorf("got a %T", obj)
+	}
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("autosharding: get own pod %s/%s: %w", a.Namespace, a.Pod, err)
 	}
@@ -52,7 +58,11 @@ func (a Autoshard) Resolve(ctx context.Context, client kubernetes.Interface) (sh
 	if ref == nil || ref.Kind != "StatefulSet" || !strings.HasPrefix(ref.APIVersion, "apps/") {
 		return 0, 0, "", fmt.Errorf("autosharding: pod %s/%s is not controlled by a StatefulSet", a.Namespace, a.Pod)
 	}
-	set, err := client.AppsV1().StatefulSets(a.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	obj, err = client.Get(ctx, kube.StatefulSets, a.Namespace, ref.Name, metav1.GetOptions{})
+	set, _ := obj.(*appsv1.StatefulSet)
+	if err == nil && set == nil {
+		err = fmt.Errorf("got a %T", obj)
+	}
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("autosharding: get StatefulSet %s/%s: %w", a.Namespace, ref.Name, err)
 	}
@@ -80,7 +90,7 @@ func fromStatefulSet(set *appsv1.StatefulSet, pod string) (shard, total int, err
 // WatchReplicas watches the StatefulSet and returns ErrShardingChanged once
 // its replicas differ from total, or nil when ctx ends. It needs list and
 // watch on statefulsets in the namespace.
-func (a Autoshard) WatchReplicas(ctx context.Context, client kubernetes.Interface, statefulSet string, total int) error {
+func (a Autoshard) WatchReplicas(ctx context.Context, client kube.Interface, statefulSet string, total int) error {
 	changed := make(chan struct{}, 1)
 	check := func(obj any) {
 		set, ok := obj.(*appsv1.StatefulSet)
@@ -99,15 +109,14 @@ func (a Autoshard) WatchReplicas(ctx context.Context, client kubernetes.Interfac
 		}
 	}
 	byName := fields.OneTermEqualSelector("metadata.name", statefulSet).String()
-	sets := client.AppsV1().StatefulSets(a.Namespace)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = byName
-			return sets.List(ctx, o)
+			return client.List(ctx, kube.StatefulSets, a.Namespace, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = byName
-			return sets.Watch(ctx, o)
+			return client.Watch(ctx, kube.StatefulSets, a.Namespace, o)
 		},
 	}
 	// Streaming lists where the client supports them, as client-go's

@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/podslo/podslo/internal/kube/kubetest"
 )
 
 func statefulSetAndPod(name string, replicas int32, ordinal string) (*appsv1.StatefulSet, *corev1.Pod) {
@@ -43,7 +45,7 @@ func TestAutoshardResolve(t *testing.T) {
 				pod.OwnerReferences = nil
 			}
 			client := fake.NewClientset(set, pod)
-			shard, total, name, err := Autoshard{Pod: pod.Name, Namespace: "monitoring"}.Resolve(context.Background(), client)
+			shard, total, name, err := Autoshard{Pod: pod.Name, Namespace: "monitoring"}.Resolve(context.Background(), kubetest.Wrap(client))
 			if tc.err != "" {
 				assert.ErrorContains(t, err, tc.err)
 				return
@@ -52,7 +54,7 @@ func TestAutoshardResolve(t *testing.T) {
 			assert.Equal(t, []any{tc.shard, tc.total, "podslo-exporter"}, []any{shard, total, name})
 		})
 	}
-	_, _, _, err := Autoshard{Pod: "gone", Namespace: "monitoring"}.Resolve(context.Background(), fake.NewClientset())
+	_, _, _, err := Autoshard{Pod: "gone", Namespace: "monitoring"}.Resolve(context.Background(), kubetest.Wrap(fake.NewClientset()))
 	assert.ErrorContains(t, err, "autosharding: get own pod monitoring/gone")
 	assert.ErrorContains(t, Autoshard{Pod: "p"}.Validate(), "--pod and --pod-namespace go together")
 	assert.NoError(t, Autoshard{}.Validate())
@@ -66,7 +68,7 @@ func TestAutoshardWatchReplicas(t *testing.T) {
 	done := make(chan error, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { done <- a.WatchReplicas(ctx, client, set.Name, 2) }()
+	go func() { done <- a.WatchReplicas(ctx, kubetest.Wrap(client), set.Name, 2) }()
 	scaled := set.DeepCopy()
 	three := int32(3)
 	scaled.Spec.Replicas = &three
