@@ -27,5 +27,6 @@ LABEL org.opencontainers.image.title=podslo \
       org.opencontainers.image.source=https://github.com/podslo/podslo \
       org.opencontainers.image.licenses=NOASSERTION
 COPY --from=build /src/bin/podslo /podslo
+COPY --from=build /src/bin/podslo-exporter /podslo-exporter
 USER 65532:65532
 ENTRYPOINT ["/podslo"]

@@ -39,6 +39,9 @@ func slosVolume(configMap string) corev1.Volume {
 func exporterContainer(t *testing.T, spec corev1.PodSpec) corev1.Container {
 	t.Helper()
 	require.Len(t, spec.Containers, 1)
+	// In every mode (Deployment, StatefulSet, DaemonSet), the exporter runs
+	// the image's exporter binary.
+	assert.Equal(t, []string{"/podslo-exporter"}, spec.Containers[0].Command)
 	return spec.Containers[0]
 }
 

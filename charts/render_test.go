@@ -267,6 +267,7 @@ func TestCustom(t *testing.T) {
 	pod := sts.Spec.Template.Spec
 	c := pod.Containers[0]
 	assert.Equal(t, "ghcr.io/podslo/podslo@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", c.Image)
+	assert.Equal(t, []string{"/podslo-exporter"}, c.Command, "the image's exporter binary, without the agent's code")
 	assert.Equal(t, []string{"exporter", "--listen-address=:8080", "--state-dir=/var/lib/podslo", "--log-format=json", "--log-level=debug",
 		"--slos-values=/etc/podslo/slos/values.yaml", "--web.config.file=/etc/podslo/web/web-config.yml",
 		"--network-plugin-profile=/etc/podslo/network-plugin-profile/profile.yaml", "--networkpolicy-target-pods", "--networkpolicy-events",

@@ -1,3 +1,5 @@
+//go:build !podslo_exporter
+
 package cmd
 
 import (

@@ -36,7 +36,7 @@ func newVersionCommand() *cobra.Command {
 // versionText is what `podslo version` and `podslo --version` print:
 // prometheus/common's version lines, then the state formats.
 func versionText() string {
-	return version.Print("podslo") + "\n  state formats:    " + stateFormats() + "\n"
+	return version.Print("podslo") + "\n  build:            " + build + "\n  state formats:    " + stateFormats() + "\n"
 }
 
 // stateFormats says which formats of the state directory this binary reads

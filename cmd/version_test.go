@@ -42,7 +42,7 @@ func TestVersion(t *testing.T) {
 			root.SetArgs(args)
 			root.SetOut(&out)
 			require.NoError(t, root.ExecuteContext(context.Background()))
-			assert.Regexp(t, `^\Q`+want+`\E  tags:             \S+\n  state formats:    reads \d+ to \d+, writes \d+\n$`, out.String())
+			assert.Regexp(t, `^\Q`+want+`\E  tags:             \S+\n  build:            full \(exporter, agent, demo\)\n  state formats:    reads \d+ to \d+, writes \d+\n$`, out.String())
 			m := formatsLine.FindStringSubmatch(out.String())
 			require.NotNil(t, m, out.String())
 			assert.Equal(t, []string{strconv.Itoa(store.OldestFormat), strconv.Itoa(store.NewestFormat), strconv.Itoa(store.WriteFormat)}, m[1:],

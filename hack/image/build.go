@@ -26,6 +26,10 @@ import (
 // image behaves the same).
 const (
 	entrypoint = "/podslo"
+	// exporterPath is the exporter's own binary (make build's
+	// bin/podslo-exporter, the podslo_exporter build tag): the chart runs
+	// the exporter from it, without the agent's and demo's code.
+	exporterPath = "/podslo-exporter"
 	user       = "65532:65532"
 	caPath     = "/etc/ssl/certs/ca-certificates.crt"
 )
@@ -124,7 +128,15 @@ func buildImage(o *options, p v1.Platform, base v1.Layer, labels map[string]stri
 	if err != nil {
 		return nil, fmt.Errorf("read binary: %w", err)
 	}
-	app, err := tarLayer(o.created, []file{{name: entrypoint, mode: 0o755, body: bin}})
+	exporterBin := o.exporterBinaries[p.OS+"/"+p.Architecture]
+	if err := checkStatic(exporterBin, p.Architecture); err != nil {
+		return nil, err
+	}
+	exp, err := os.ReadFile(exporterBin)
+	if err != nil {
+		return nil, fmt.Errorf("read exporter binary: %w", err)
+	}
+	app, err := tarLayer(o.created, []file{{name: entrypoint, mode: 0o755, body: bin}, {name: exporterPath, mode: 0o755, body: exp}})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +158,7 @@ func buildImage(o *options, p v1.Platform, base v1.Layer, labels map[string]stri
 	created := v1.Time{Time: o.created}
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: base, History: v1.History{Created: created, CreatedBy: "make image: CA certificates, nonroot user, /tmp"}},
-		mutate.Addendum{Layer: app, History: v1.History{Created: created, CreatedBy: "make image: " + entrypoint}},
+		mutate.Addendum{Layer: app, History: v1.History{Created: created, CreatedBy: "make image: " + entrypoint + ", " + exporterPath}},
 	)
 	if err != nil {
 		return nil, err

@@ -48,6 +48,8 @@ func testOptions(t *testing.T) []string {
 		"--out", filepath.Join(t.TempDir(), "image"),
 		"--binary", "linux/amd64=" + fakeELF(t, elf.EM_X86_64, false),
 		"--binary", "linux/arm64=" + fakeELF(t, elf.EM_AARCH64, false),
+		"--exporter-binary", "linux/amd64=" + fakeELF(t, elf.EM_X86_64, false),
+		"--exporter-binary", "linux/arm64=" + fakeELF(t, elf.EM_AARCH64, false),
 		"--ca-certs", "/etc/ssl/certs/ca-certificates.crt",
 		"--name", "ghcr.io/podslo/podslo", "--version", "0.1.0", "--revision", "0123abcd",
 		"--source", "https://github.com/podslo/podslo", "--licenses", "NOASSERTION",
@@ -140,7 +142,11 @@ func TestRefuses(t *testing.T) {
 		args    func(base []string) []string
 		wantErr string
 	}{
-		{"no binary", func(b []string) []string { return without(b, "--binary") }, "missing --binary"},
+		{"no binary", func(b []string) []string { return without(without(b, "--binary"), "--exporter-binary") }, "missing --binary"},
+		{"no exporter binary", func(b []string) []string { return without(b, "--exporter-binary") }, "missing --exporter-binary linux/amd64=PATH"},
+		{"exporter binary alone", func(b []string) []string {
+			return append(without(b, "--exporter-binary"), "--exporter-binary", "linux/amd64=x", "--exporter-binary", "linux/arm64=x", "--exporter-binary", "linux/ppc64le=x")
+		}, "--exporter-binary linux/ppc64le has no --binary"},
 		{"no labels", func(b []string) []string { return without(without(b, "--revision"), "--licenses") }, "missing --revision, --licenses"},
 		{"bad date", func(b []string) []string { return set(b, "--created", "2026-01-02") }, `--created: parsing time "2026-01-02"`},
 		{"tagged name", func(b []string) []string { return set(b, "--name", "ghcr.io/podslo/podslo:dev") }, "give the name without a tag"},
@@ -155,20 +161,27 @@ func TestRefuses(t *testing.T) {
 		})
 	}
 
+	// The cases below build for amd64 alone.
+	amd64Only := func(b []string) []string {
+		return set(without(without(b, "--binary"), "--exporter-binary"), "--exporter-binary", "linux/amd64="+fakeELF(t, elf.EM_X86_64, false))
+	}
 	for _, tc := range []struct {
 		name    string
 		args    func(base []string) []string
 		wantErr string
 	}{
+		{"dynamic exporter", func(b []string) []string {
+			return set(set(amd64Only(b), "--binary", "linux/amd64="+fakeELF(t, elf.EM_X86_64, false)), "--exporter-binary", "linux/amd64="+fakeELF(t, elf.EM_X86_64, true))
+		}, "is dynamically linked; build it with CGO_ENABLED=0"},
 		{"dynamic", func(b []string) []string {
-			return set(without(b, "--binary"), "--binary", "linux/amd64="+fakeELF(t, elf.EM_X86_64, true))
+			return set(amd64Only(b), "--binary", "linux/amd64="+fakeELF(t, elf.EM_X86_64, true))
 		}, "is dynamically linked; build it with CGO_ENABLED=0"},
 		{"wrong architecture", func(b []string) []string {
-			return set(without(b, "--binary"), "--binary", "linux/arm64="+fakeELF(t, elf.EM_X86_64, false))
+			return set(set(without(without(b, "--binary"), "--exporter-binary"), "--exporter-binary", "linux/arm64="+fakeELF(t, elf.EM_AARCH64, false)), "--binary", "linux/arm64="+fakeELF(t, elf.EM_X86_64, false))
 		}, "is for EM_X86_64, not arm64 (EM_AARCH64)"},
-		{"not ELF", func(b []string) []string { return set(without(b, "--binary"), "--binary", "linux/amd64="+notPEM) }, "bad magic number"},
+		{"not ELF", func(b []string) []string { return set(amd64Only(b), "--binary", "linux/amd64="+notPEM) }, "bad magic number"},
 		{"missing binary", func(b []string) []string {
-			return set(without(b, "--binary"), "--binary", "linux/amd64=/nonexistent/podslo")
+			return set(amd64Only(b), "--binary", "linux/amd64=/nonexistent/podslo")
 		}, "no such file or directory"},
 		{"no certificates", func(b []string) []string { return set(b, "--ca-certs", notPEM) }, "no PEM certificate in it"},
 	} {
@@ -200,6 +213,7 @@ func TestDockerfile(t *testing.T) {
 		"FROM --platform=$BUILDPLATFORM golang:" + string(goVersion[1]) + " AS build",
 		"FROM gcr.io/distroless/static:nonroot",
 		"COPY --from=build /src/bin/podslo " + entrypoint,
+		"COPY --from=build /src/bin/podslo-exporter " + exporterPath,
 		"USER " + user,
 		`ENTRYPOINT ["` + entrypoint + `"]`,
 	} {

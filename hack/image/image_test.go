@@ -128,6 +128,11 @@ func TestImageLayout(t *testing.T) {
 			assert.Equal(t, int64(0o755), bin.hdr.Mode, "/podslo mode")
 			assert.Equal(t, 0, bin.hdr.Uid, "/podslo belongs to root, so the nonroot user cannot change it")
 			assertStatic(t, bin.body, m.Platform.Architecture)
+			exp := fs.file(t, "podslo-exporter")
+			assert.Equal(t, int64(0o755), exp.hdr.Mode, "/podslo-exporter mode")
+			assert.Equal(t, 0, exp.hdr.Uid, "/podslo-exporter belongs to root")
+			assertStatic(t, exp.body, m.Platform.Architecture)
+			assert.Less(t, len(exp.body), len(bin.body)*3/4, "the exporter's binary leaves out the agent, the demo and client-go's clientset")
 
 			ca := fs.file(t, "etc/ssl/certs/ca-certificates.crt")
 			assert.Greater(t, countCerts(t, ca.body), 0, "the CA bundle holds certificates")
@@ -147,6 +152,21 @@ func TestImageLayout(t *testing.T) {
 			assert.Equal(t, rel.revision, got[3], "revision")
 			assert.Contains(t, string(out), "build date:       "+rel.created.UTC().Format(time.RFC3339))
 			assert.Contains(t, string(out), "platform:         "+platform)
+			assert.Contains(t, string(out), "build:            full (exporter, agent, demo)")
+
+			// The exporter's binary is the same release, and says what it is.
+			path = filepath.Join(t.TempDir(), "podslo-exporter")
+			require.NoError(t, os.WriteFile(path, exp.body, 0o755))
+			out, err = exec.Command(path, "version").CombinedOutput()
+			require.NoError(t, err, "podslo-exporter version: %s", out)
+			got = versionLine.FindStringSubmatch(string(out))
+			require.NotNil(t, got, "podslo-exporter version printed:\n%s", out)
+			assert.Equal(t, rel.version, got[1], "version")
+			assert.Equal(t, rel.revision, got[3], "revision")
+			assert.Contains(t, string(out), "build:            exporter (no agent, no demo)")
+			out, err = exec.Command(path, "agent").CombinedOutput()
+			assert.Error(t, err, "the exporter's binary has no agent")
+			assert.Contains(t, string(out), `unknown command "agent"`)
 		})
 	}
 	assert.ElementsMatch(t, strings.Fields(*wantPlatforms), platforms)

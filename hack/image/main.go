@@ -12,7 +12,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -36,6 +38,8 @@ type options struct {
 	out string
 	// binaries maps each platform ("linux/amd64") to its podslo binary.
 	binaries map[string]string
+	// exporterBinaries maps the same platforms to the exporter's binary.
+	exporterBinaries map[string]string
 	// caCerts is the PEM bundle installed at /etc/ssl/certs/ca-certificates.crt.
 	caCerts string
 	// name is the image's name without the tag, e.g. ghcr.io/podslo/podslo.
@@ -48,7 +52,7 @@ type options struct {
 
 func parseOptions(args []string) (*options, error) {
 	fs := flag.NewFlagSet("image", flag.ContinueOnError)
-	o := &options{binaries: map[string]string{}}
+	o := &options{binaries: map[string]string{}, exporterBinaries: map[string]string{}}
 	var created string
 	fs.StringVar(&o.out, "out", "", "OCI layout directory to write (replaced)")
 	fs.Func("binary", "PLATFORM=PATH of a static podslo binary, e.g. linux/arm64=bin/linux_arm64/podslo; repeat per platform", func(v string) error {
@@ -63,6 +67,17 @@ func parseOptions(args []string) (*options, error) {
 			return fmt.Errorf("platform %s given twice", platform)
 		}
 		o.binaries[platform] = path
+		return nil
+	})
+	fs.Func("exporter-binary", "PLATFORM=PATH of the static exporter binary (make build's podslo-exporter) for each --binary platform", func(v string) error {
+		platform, path, ok := strings.Cut(v, "=")
+		if !ok || path == "" {
+			return fmt.Errorf("%q: want PLATFORM=PATH", v)
+		}
+		if _, dup := o.exporterBinaries[platform]; dup {
+			return fmt.Errorf("exporter binary for %s given twice", platform)
+		}
+		o.exporterBinaries[platform] = path
 		return nil
 	})
 	fs.StringVar(&o.caCerts, "ca-certs", "", "PEM CA bundle to install (Debian: /etc/ssl/certs/ca-certificates.crt)")
@@ -97,6 +112,16 @@ func parseOptions(args []string) (*options, error) {
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("missing %s", strings.Join(missing, ", "))
+	}
+	for _, platform := range slices.Sorted(maps.Keys(o.binaries)) {
+		if o.exporterBinaries[platform] == "" {
+			return nil, fmt.Errorf("missing --exporter-binary %s=PATH", platform)
+		}
+	}
+	for _, platform := range slices.Sorted(maps.Keys(o.exporterBinaries)) {
+		if o.binaries[platform] == "" {
+			return nil, fmt.Errorf("--exporter-binary %s has no --binary", platform)
+		}
 	}
 	var err error
 	if o.created, err = time.Parse(time.RFC3339, created); err != nil {

@@ -85,6 +85,9 @@ spec:
     - name: exporter
       image: {{ include "podslo.image" . }}
       imagePullPolicy: {{ .Values.image.pullPolicy }}
+      # The exporter's own binary: the image's /podslo also holds the
+      # agent and the demo, whose code would be mapped into its memory.
+      command: [/podslo-exporter]
       args:
         - exporter
         - --listen-address=:{{ .Values.exporter.port }}
