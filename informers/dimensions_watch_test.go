@@ -1,8 +1,8 @@
 package informers
 
 import (
-	"maps"
 	"context"
+	"maps"
 	"sync"
 	"testing"
 	"time"

@@ -2,6 +2,8 @@ package informers
 
 import (
 	"fmt"
+	"net"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,6 +14,10 @@ import (
 	"github.com/podslo/podslo/internal/kube"
 	"github.com/podslo/podslo/lifecycle"
 )
+
+// podWatchKeepAlive probes an idle pod watch connection after 15 s, then
+// every 5 s, and gives it up after 3 unanswered probes.
+var podWatchKeepAlive = net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}
 
 // podList is a PodList whose pods are decoded straight into their trimmed
 // form: what the pod watch's list returns.
@@ -36,7 +42,20 @@ func (l *podList) DeepCopyObject() runtime.Object {
 // that its codec decodes pods (in protobuf, or in JSON if the server
 // answers in JSON) into lifecycle.Pod, and lists into podList; anything
 // else, such as a Status, as the scheme does.
+//
+// It speaks HTTP/1.1 on connections of its own. Over HTTP/2 every watch
+// event crosses one more goroutine (the connection's read loop hands each
+// frame to the stream's body through a pipe) and wakes it: HTTP/1.1 cut
+// the exporter's CPU per pod update by 18-23% in hack/scale at 10k pods
+// (docs/benchmarks.md, issue 38). HTTP/2 pings found a dead connection;
+// TCP keepalives do here, within about 30 s.
 func newPodClient(cfg *rest.Config, t *trimmer) (rest.Interface, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.NextProtos = []string{"http/1.1"}
+	if cfg.Dial == nil {
+		d := &net.Dialer{Timeout: 30 * time.Second, KeepAliveConfig: podWatchKeepAlive}
+		cfg.Dial = d.DialContext
+	}
 	rc, err := kube.RESTClientFor(cfg, corev1.SchemeGroupVersion, podCodecs{base: kube.Codecs.WithoutConversion(), t: t})
 	if err != nil {
 		return nil, fmt.Errorf("pod client: %w", err)
