@@ -430,7 +430,7 @@ bench:
 
 ## bench-scale: the scale benchmark of docs/benchmarks.md ("Scale on kwok"):
 ## podslo with and without per-pod series next to kube-state-metrics, on one
-## kwok cluster grown to 10k, 50k and 100k pods (hack/scale), their RSS idle
+## kwok cluster grown to 1k, 10k and 100k pods (hack/scale), their RSS idle
 ## at 0 pods and, at each size, each of them SIGKILLed and restarted
 ## (--restart): time to a complete /metrics, RSS once quiet. Not part of CI
 ## nor of `make test`; about 45 minutes on 2 cores. Writes

@@ -30,8 +30,8 @@ const (
 	// bin/podslo-exporter, the podslo_exporter build tag): the chart runs
 	// the exporter from it, without the agent's and demo's code.
 	exporterPath = "/podslo-exporter"
-	user       = "65532:65532"
-	caPath     = "/etc/ssl/certs/ca-certificates.crt"
+	user         = "65532:65532"
+	caPath       = "/etc/ssl/certs/ca-certificates.crt"
 )
 
 // The OCI annotation keys, written both as config labels (docker inspect,

@@ -95,7 +95,7 @@ func parseOptions(args []string) (*Options, error) {
 	fs.StringVar(&o.Kwokbin, "kwokbin", os.Getenv("PODSLO_KWOKBIN"), "directory of kwok and kwokctl")
 	fs.StringVar(&o.Workdir, "workdir", "", "cluster, state and logs (default: a new temporary directory)")
 	fs.BoolVar(&o.Keep, "keep", false, "keep the workdir (logs, state) after the run")
-	sizes := fs.String("sizes", "10000,50000,100000", "pod counts to measure at, growing")
+	sizes := fs.String("sizes", "1000,10000,100000", "pod counts to measure at, growing")
 	fs.IntVar(&o.PodsPerNode, "pods-per-node", 100, "one kwok node per this many pods")
 	fs.IntVar(&o.Workers, "workers", 48, "parallel requests when creating and patching pods")
 	qps := fs.Float64("qps", 3000, "client QPS")
