@@ -150,21 +150,28 @@ func New(r Resource, list bool) (runtime.Object, error) {
 
 // List implements Interface.
 func (c *Client) List(ctx context.Context, r Resource, namespace string, opts metav1.ListOptions) (runtime.Object, error) {
-	rc, err := c.client(r)
-	if err != nil {
-		return nil, err
-	}
-	out, err := New(r, true)
-	if err != nil {
-		return nil, err
-	}
 	var timeout time.Duration
 	if opts.TimeoutSeconds != nil {
 		timeout = time.Duration(*opts.TimeoutSeconds) * time.Second
 	}
-	err = rc.Get().NamespaceIfScoped(namespace, r.Namespaced).Resource(r.Resource).
-		VersionedParams(&opts, ParameterCodec).Timeout(timeout).Do(ctx).Into(out)
-	return out, err
+	return c.do(ctx, r, true, func(rc rest.Interface) *rest.Request {
+		return rc.Get().NamespaceIfScoped(namespace, r.Namespaced).Resource(r.Resource).
+			VersionedParams(&opts, ParameterCodec).Timeout(timeout)
+	})
+}
+
+// do makes the request req builds on r's client and decodes the answer
+// into a new r (or r's list).
+func (c *Client) do(ctx context.Context, r Resource, list bool, req func(rest.Interface) *rest.Request) (runtime.Object, error) {
+	rc, err := c.client(r)
+	if err != nil {
+		return nil, err
+	}
+	out, err := New(r, list)
+	if err != nil {
+		return nil, err
+	}
+	return out, req(rc).Do(ctx).Into(out)
 }
 
 // Watch implements Interface.
@@ -184,31 +191,17 @@ func (c *Client) Watch(ctx context.Context, r Resource, namespace string, opts m
 
 // Get implements Interface.
 func (c *Client) Get(ctx context.Context, r Resource, namespace, name string, opts metav1.GetOptions) (runtime.Object, error) {
-	rc, err := c.client(r)
-	if err != nil {
-		return nil, err
-	}
-	out, err := New(r, false)
-	if err != nil {
-		return nil, err
-	}
-	err = rc.Get().NamespaceIfScoped(namespace, r.Namespaced).Resource(r.Resource).Name(name).
-		VersionedParams(&opts, ParameterCodec).Do(ctx).Into(out)
-	return out, err
+	return c.do(ctx, r, false, func(rc rest.Interface) *rest.Request {
+		return rc.Get().NamespaceIfScoped(namespace, r.Namespaced).Resource(r.Resource).Name(name).
+			VersionedParams(&opts, ParameterCodec)
+	})
 }
 
 // Create implements Interface.
 func (c *Client) Create(ctx context.Context, r Resource, namespace string, obj runtime.Object) (runtime.Object, error) {
-	rc, err := c.client(r)
-	if err != nil {
-		return nil, err
-	}
-	out, err := New(r, false)
-	if err != nil {
-		return nil, err
-	}
-	err = rc.Post().NamespaceIfScoped(namespace, r.Namespaced).Resource(r.Resource).Body(obj).Do(ctx).Into(out)
-	return out, err
+	return c.do(ctx, r, false, func(rc rest.Interface) *rest.Request {
+		return rc.Post().NamespaceIfScoped(namespace, r.Namespaced).Resource(r.Resource).Body(obj)
+	})
 }
 
 // ErrUnknownResource is an Interface's error for a Resource it does not

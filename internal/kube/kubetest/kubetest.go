@@ -4,6 +4,7 @@ package kubetest
 
 import (
 	"context"
+	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -42,78 +43,47 @@ type api struct {
 	create func(context.Context, runtime.Object) (runtime.Object, error)
 }
 
+// typed is what a clientset's typed client offers for one resource.
+type typed[T, L runtime.Object] interface {
+	List(context.Context, metav1.ListOptions) (L, error)
+	Watch(context.Context, metav1.ListOptions) (watch.Interface, error)
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+}
+
+func apiOf[T, L runtime.Object](x typed[T, L]) api {
+	return api{
+		list:  func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) },
+		watch: x.Watch,
+		get: func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
+			return x.Get(ctx, n, o)
+		},
+		create: func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
+			t, ok := obj.(T)
+			if !ok {
+				return nil, fmt.Errorf("kubetest: create a %T as a %T", obj, t)
+			}
+			return x.Create(ctx, t, metav1.CreateOptions{})
+		},
+	}
+}
+
 func (c *Client) api(r kube.Resource, ns string) (api, error) {
 	switch r {
 	case kube.Pods:
-		x := c.CoreV1().Pods(ns)
-		return api{
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) }, x.Watch,
-			func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
-				return x.Get(ctx, n, o)
-			},
-			func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-				return x.Create(ctx, obj.(*corev1.Pod), metav1.CreateOptions{})
-			}}, nil
+		return apiOf[*corev1.Pod, *corev1.PodList](c.CoreV1().Pods(ns)), nil
 	case kube.PersistentVolumeClaims:
-		x := c.CoreV1().PersistentVolumeClaims(ns)
-		return api{
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) }, x.Watch,
-			func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
-				return x.Get(ctx, n, o)
-			},
-			func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-				return x.Create(ctx, obj.(*corev1.PersistentVolumeClaim), metav1.CreateOptions{})
-			}}, nil
+		return apiOf[*corev1.PersistentVolumeClaim, *corev1.PersistentVolumeClaimList](c.CoreV1().PersistentVolumeClaims(ns)), nil
 	case kube.Events:
-		x := c.CoreV1().Events(ns)
-		return api{
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) }, x.Watch,
-			func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
-				return x.Get(ctx, n, o)
-			},
-			func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-				return x.Create(ctx, obj.(*corev1.Event), metav1.CreateOptions{})
-			}}, nil
+		return apiOf[*corev1.Event, *corev1.EventList](c.CoreV1().Events(ns)), nil
 	case kube.StorageClasses:
-		x := c.StorageV1().StorageClasses()
-		return api{
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) }, x.Watch,
-			func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
-				return x.Get(ctx, n, o)
-			},
-			func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-				return x.Create(ctx, obj.(*storagev1.StorageClass), metav1.CreateOptions{})
-			}}, nil
+		return apiOf[*storagev1.StorageClass, *storagev1.StorageClassList](c.StorageV1().StorageClasses()), nil
 	case kube.NetworkPolicies:
-		x := c.NetworkingV1().NetworkPolicies(ns)
-		return api{
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) }, x.Watch,
-			func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
-				return x.Get(ctx, n, o)
-			},
-			func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-				return x.Create(ctx, obj.(*networkingv1.NetworkPolicy), metav1.CreateOptions{})
-			}}, nil
+		return apiOf[*networkingv1.NetworkPolicy, *networkingv1.NetworkPolicyList](c.NetworkingV1().NetworkPolicies(ns)), nil
 	case kube.StatefulSets:
-		x := c.AppsV1().StatefulSets(ns)
-		return api{
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) }, x.Watch,
-			func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
-				return x.Get(ctx, n, o)
-			},
-			func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-				return x.Create(ctx, obj.(*appsv1.StatefulSet), metav1.CreateOptions{})
-			}}, nil
+		return apiOf[*appsv1.StatefulSet, *appsv1.StatefulSetList](c.AppsV1().StatefulSets(ns)), nil
 	case kube.EventsV1:
-		x := c.EventsV1().Events(ns)
-		return api{
-			func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { return x.List(ctx, o) }, x.Watch,
-			func(ctx context.Context, n string, o metav1.GetOptions) (runtime.Object, error) {
-				return x.Get(ctx, n, o)
-			},
-			func(ctx context.Context, obj runtime.Object) (runtime.Object, error) {
-				return x.Create(ctx, obj.(*eventsv1.Event), metav1.CreateOptions{})
-			}}, nil
+		return apiOf[*eventsv1.Event, *eventsv1.EventList](c.EventsV1().Events(ns)), nil
 	}
 	return api{}, kube.ErrUnknownResource{Resource: r}
 }
