@@ -101,7 +101,7 @@ func run(in, out string) error {
 		return err
 	}
 	charts := []chart{
-		{file: "scale-rss.png", title: "Resident memory (after 20 scrapes)", y: "RSS (MB)", ticks: ticks, xys: rss},
+		{file: "scale-rss.png", title: "Resident memory after 20 scrapes (log scale)", y: "RSS (MB)", ticks: ticks, xys: rss, log: true},
 		{file: "scale-scrape.png", title: "/metrics scrape time, median of 20 (log scale)", y: "seconds", ticks: ticks, xys: scrape, log: true},
 		// kube-state-metrics' line starts at the top left; the CPU per
 		// update changes little with the pods, which leaves the bottom to
@@ -140,6 +140,14 @@ func (c chart) save(names []string, path string) error {
 	p.X.Label.Text = "pods"
 	p.X.Min = 0
 	p.X.Tick.Marker = plot.ConstantTicks(c.ticks)
+	if n := len(c.ticks); n > 1 && c.ticks[n-1].Value >= 20*c.ticks[0].Value {
+		// Sizes a hundred times apart (1k to 100k): on a linear axis the
+		// small ones, where most clusters are, would be one point.
+		p.X.Label.Text = "pods (log scale)"
+		p.X.Scale = plot.LogScale{}
+		p.X.Min = c.ticks[0].Value / 1.5
+		p.X.Max = c.ticks[n-1].Value * 1.5
+	}
 	p.Y.Label.Text = c.y
 	if c.log {
 		p.Y.Scale = plot.LogScale{}
