@@ -15,6 +15,8 @@ require (
 	k8s.io/client-go v0.37.2
 )
 
+require gonum.org/v1/gonum v0.17.0 // indirect
+
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect
 	codeberg.org/go-latex/latex v0.2.0 // indirect
