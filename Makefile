@@ -76,7 +76,7 @@ image:
 	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GOBUILD) -o bin/$${p/\//_}/podslo . && \
 	  GOOS=$${p%/*} GOARCH=$${p#*/} $(GOBUILD) -tags podslo_exporter -o bin/$${p/\//_}/podslo-exporter . || exit 1; \
 	done
-	cd hack/image && $(GO) run . --out ../../bin/image --name $(IMAGE) --version $(VERSION) --revision $(REVISION) \
+	cd hack/image && CGO_ENABLED=0 $(GO) run . --out ../../bin/image --name $(IMAGE) --version $(VERSION) --revision $(REVISION) \
 	  --created $(BUILD_DATE) --source $(IMAGE_SOURCE) --licenses $(IMAGE_LICENSES) --ca-certs $(CA_CERTS) \
 	  $(foreach p,$(IMAGE_PLATFORMS),--binary $(p)=../../bin/$(subst /,_,$(p))/podslo --exporter-binary $(p)=../../bin/$(subst /,_,$(p))/podslo-exporter)
 
@@ -88,7 +88,7 @@ image:
 image-test: IMAGE_PLATFORMS = linux/$(shell $(GO) env GOARCH)
 image-test: TRIMPATH =
 image-test: image
-	cd hack/image && $(GO) test -count=1 -skip '^TestRelease$$' . -args -platforms '$(IMAGE_PLATFORMS)'
+	cd hack/image && CGO_ENABLED=0 $(GO) test -count=1 -skip '^TestRelease$$' . -args -platforms '$(IMAGE_PLATFORMS)'
 
 ## release: everything release $(VERSION) ships, in bin/release, offline:
 ## the image layout as an OCI archive (podslo-image-$(VERSION).oci.tar:
@@ -137,31 +137,69 @@ release: image helmbin
 # race step's is 30m, not go test's 10m: on a cold machine the exporter
 # package alone ran past 10 minutes (docs/testing.md).
 #
-# What comes before the tests runs BUILD_JOBS recipes at a time (a make -j
-# of its own, whatever -j make test was given), so that one build's
-# downloads, package loading and links overlap another's compiles. On 2
-# cores that gains little (docs/testing.md: the compiles are the limit).
-# nodebin first: the runtime and the Kubernetes binaries are the longest
-# chain. Each target's output is printed whole when it ends
-# (--output-sync).
-BUILD_JOBS ?= 2
-.PHONY: test-prereqs
+# What comes before the tests runs as two chains at once, each one build
+# after another, beside a download of every module the builds need (which
+# waits on the network, not the CPU, so that the builds find their modules
+# there). The chains are laid out so that packages compile once
+# (docs/testing.md, "How long make test takes"): go does not share a
+# compile in progress between two builds, so a package both need, built
+# by both at once, compiles twice.
+#  - Chain A builds outside -race, CGO_ENABLED=0 without -trimpath: podslo
+#    and its image first, then the Kubernetes binaries and kwok, which take
+#    every package they share with podslo (k8s.io/api, client-go, grpc...)
+#    from the cache, since the modules pin the same versions (make lint
+#    holds it: hack/buildshare); then Helm, whose own requirements are
+#    newer (x/net v0.60).
+#  - Chain B: make lint (go vet -race compiles podslo's dependencies as the
+#    race step needs them), then the builds whose modules share nothing
+#    with chain A's: the runtime, Prometheus and its stack, the dashboard
+#    linter.
+# Each step prints its duration ("step NAME: N s"), and so do the test
+# steps below, so that every CI log says where the time went.
+PREREQS_A := image-test k8sbin kwokbin helmbin
+PREREQS_B := lint runtimebin promstackbin dashboard-lint
+.PHONY: test-prereqs prereqs-a prereqs-b moddownload
 test-prereqs:
-	$(MAKE) -j$(BUILD_JOBS) --output-sync=target nodebin lint image-test kwokbin helmbin promstackbin dashboard-lint
+	@$(call step,prereqs,$(MAKE) -j3 --output-sync=target prereqs-a prereqs-b moddownload)
+prereqs-a:
+	@$(call run_steps,$(PREREQS_A))
+prereqs-b:
+	@$(call run_steps,$(PREREQS_B))
+
+# run_steps TARGETS makes each target in turn, printing its duration.
+run_steps = for t in $(1); do s=$$(date +%s); $(MAKE) --no-print-directory $$t || exit 1; echo "step $$t: $$(( $$(date +%s) - s )) s"; done
+
+# moddownload fetches every module the test builds read: podslo's modules,
+# and those of the releases built in the module cache (the runtime,
+# Prometheus, Alertmanager). It never fails the run: a build downloads
+# what it misses, and fails for itself.
+moddownload:
+	@s=$$(date +%s); for d in . hack/tools hack/kwok hack/helm hack/image hack/chaos hack/scale hack/harness dashboards/lint; do \
+	  (cd $$d && $(GO) mod download) || echo "moddownload: $$d failed; its build will say why"; done; \
+	for mv in github.com/containerd/containerd/v2@$(CONTAINERD_VERSION) github.com/opencontainers/runc@$(RUNC_VERSION) \
+	  github.com/containernetworking/plugins@$(CNI_PLUGINS_VERSION) github.com/prometheus/prometheus@$(PROMETHEUS_VERSION) \
+	  github.com/prometheus/alertmanager@$(ALERTMANAGER_VERSION); do \
+	  dir=$(call module_dir,$${mv%@*},$${mv#*@}) && test -n "$$dir" && (cd "$$dir" && GOWORK=off $(GO) mod download) \
+	    || echo "moddownload: $$mv failed; its build will say why"; done; \
+	echo "step moddownload: $$(( $$(date +%s) - s )) s"
+
+# step NAME,COMMAND runs COMMAND and prints how long it took, also when it
+# fails.
+step = s=$$(date +%s); if $(2); then echo "step $(1): $$(( $$(date +%s) - s )) s"; else rc=$$?; echo "step $(1): failed after $$(( $$(date +%s) - s )) s"; exit $$rc; fi
 
 # Every dependency compiles twice, not four times: with -race (make lint's go
-# vet -race and the race step), and with CGO_ENABLED=0 without -trimpath
-# (image-test, the tests outside -race, the builds of internal/testenv and
-# of chaos-short).
+# vet -race and the race steps), and with CGO_ENABLED=0 without -trimpath
+# (image-test, the Kubernetes binaries, kwok, the tests outside -race, the
+# builds of internal/testenv and of chaos-short).
 test: test-prereqs
-	$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$')
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout 10m ./internal/realnode/
-	CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./e2e/realnode/
-	cd hack/harness && $(GO) test -race -count=1 ./...
-	cd hack/chaos && $(GO) test -race -count=1 ./...
-	cd hack/scale && $(GO) test -race -count=1 ./...
-	CGO_ENABLED=0 $(MAKE) e2e
-	$(MAKE) chaos-short TRIMPATH=
+	@$(call step,race,$(GO) test -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$'))
+	@$(call step,internal/realnode,CGO_ENABLED=0 $(GO) test -count=1 -timeout 10m ./internal/realnode/)
+	@$(call step,e2e/realnode,CGO_ENABLED=0 $(GO) test -count=1 -timeout 30m ./e2e/realnode/)
+	@$(call step,hack/harness,(cd hack/harness && $(GO) test -race -count=1 ./...))
+	@$(call step,hack/chaos,(cd hack/chaos && $(GO) test -race -count=1 ./...))
+	@$(call step,hack/scale,(cd hack/scale && $(GO) test -race -count=1 ./...))
+	@$(call step,e2e,CGO_ENABLED=0 $(MAKE) --no-print-directory e2e)
+	@$(call step,chaos-short,$(MAKE) --no-print-directory chaos-short TRIMPATH=)
 
 ## demo: podslo on a simulated cluster (kwok), with a live table per class;
 ## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
@@ -202,7 +240,12 @@ clusterbin:
 ## pinned in hack/tools, for the real-node tests (internal/realnode). About
 ## 4.5 minutes more on 2 cores, 20 s with a warm Go build cache
 ## (docs/testing.md).
-nodebin: runtimebin
+nodebin: runtimebin k8sbin
+
+# k8sbin: the Kubernetes binaries of nodebin without the runtime, for
+# test-prereqs, which builds the runtime in its other chain.
+.PHONY: k8sbin
+k8sbin:
 	$(call k8s_build,etcd kube-apiserver kube-scheduler kube-controller-manager kubelet kube-proxy)
 
 # Every Kubernetes binary is stamped as Kubernetes' own release build
@@ -237,7 +280,7 @@ define k8s_build
 	  tmp=$$(mktemp -d $(TESTBIN)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
 	  cd $(TOOLS_DIR) && date=$$($(GO) list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes) && \
 	  echo "build$$missing ($(K8S_VERSION)) into $(TESTBIN)" && \
-	  $(GO) build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $$tmp/ $$missing && \
+	  CGO_ENABLED=0 $(GO) build -ldflags "$(K8S_VERSION_LDFLAGS)" -o $$tmp/ $$missing && \
 	  for p in $$missing; do mv $$tmp/$${p##*/} $(TESTBIN)/; done; \
 	fi
 endef
@@ -365,7 +408,7 @@ kwokbin: $(KWOKBIN)/kwok $(KWOKBIN)/kwokctl
 $(KWOKBIN)/kwok $(KWOKBIN)/kwokctl &:
 	@mkdir -p $(KWOKBIN)
 	cd hack/kwok && tmp=$$(mktemp -d $(KWOKBIN)/.build-XXXXXX) && trap 'rm -rf "$$tmp"' EXIT && \
-	  $(GO) build -o $$tmp/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl && mv $$tmp/kwok $$tmp/kwokctl $(KWOKBIN)/
+	  CGO_ENABLED=0 $(GO) build -o $$tmp/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl && mv $$tmp/kwok $$tmp/kwokctl $(KWOKBIN)/
 
 ## helmbin: helm, pinned in hack/helm, for the chart tests (about 2 minutes
 ## cold on 2 cores). The version is stamped as helm's own release build does.
@@ -381,8 +424,10 @@ manifests: helmbin
 	$(GO) generate ./charts
 
 ## lint: gofmt, go vet and go mod tidy -diff, in podslo and every separate
-## module (hack/*, dashboards/lint), and no test that skips but under -short
-## (`make test` must fail, not pass, when a test cannot run).
+## module (hack/*, dashboards/lint), no test that skips but under -short
+## (`make test` must fail, not pass, when a test cannot run), and no package
+## that podslo's build and a test tool's both compile at two versions
+## (hack/buildshare).
 # go vet -race: the race steps of make test then find every dependency
 # compiled (vet compiles them as the tests do).
 lint:
@@ -391,6 +436,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet -race ./...
 	$(GO) mod tidy -diff
+	$(GO) run ./hack/buildshare
 	cd hack/tools && $(GO) mod tidy -diff
 	cd hack/kwok && $(GO) mod tidy -diff
 	cd hack/helm && $(GO) mod tidy -diff
