@@ -412,7 +412,8 @@ func assertOperatorObjects(t *testing.T, rel *installedRelease, operator bool, v
 
 // previousRelease builds release 0.1.0's chart and image from its commit
 // (git archive: the test needs a clone with history), as its own
-// Makefile's `make image` did, for this machine's architecture, and caches
+// Makefile's `make image` did (but for -trimpath, below), for this
+// machine's architecture, and caches
 // both by commit next to the control-plane binaries.
 func previousRelease(t *testing.T) (chart, layout string) {
 	t.Helper()
@@ -439,7 +440,11 @@ func previousRelease(t *testing.T) (chart, layout string) {
 	ldflags := "-s -w -X " + pkg + ".Version=" + previousVersion + " -X " + pkg + ".Revision=" + previousCommit +
 		" -X " + pkg + ".Branch=main -X " + pkg + ".BuildDate=" + created
 	binary := filepath.Join(src, "bin", "podslo")
-	run(src, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}, "go", "build", "-trimpath", "-ldflags", ldflags, "-o", binary, ".")
+	// Without -trimpath (0.1.0's make image had it): as testenv.ReleaseBinary
+	// builds the same commit for the exporter package's upgrade test, so
+	// that 0.1.0's dependencies compile once. -trimpath changes only the
+	// file names the binary records.
+	run(src, []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=" + runtime.GOARCH}, "go", "build", "-ldflags", ldflags, "-o", binary, ".")
 
 	tmp := dir + ".tmp"
 	require.NoError(t, os.RemoveAll(tmp))
