@@ -99,8 +99,14 @@ func (d *Demo) buildBinary(ctx context.Context, b binary, out string) error {
 	// The bar counts packages: go build -v names each one it compiles, and
 	// go list -deps says how many there can be (cached ones are not named,
 	// so a warm build ends early and jumps to 100%).
+	// CGO_ENABLED=0, as the Makefile builds them: the same configuration
+	// shares the compiled packages, with the Makefile's builds and with
+	// podslo's (a cold make test compiled kube-scheduler a second time for
+	// this package's test when it differed).
+	env := append(os.Environ(), "CGO_ENABLED=0")
 	list := exec.CommandContext(ctx, "go", "list", "-deps", b.pkg)
 	list.Dir = dir
+	list.Env = env
 	deps, err := list.Output()
 	if err != nil {
 		return fmt.Errorf("list the packages of %s: %w", b.name, err)
@@ -119,6 +125,7 @@ func (d *Demo) buildBinary(ctx context.Context, b binary, out string) error {
 	}
 	cmd := exec.CommandContext(ctx, "go", append(args, b.pkg)...)
 	cmd.Dir = dir
+	cmd.Env = env
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return fmt.Errorf("build %s: %w", b.name, err)
