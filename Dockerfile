@@ -25,7 +25,7 @@ LABEL org.opencontainers.image.title=podslo \
       org.opencontainers.image.version=$VERSION \
       org.opencontainers.image.revision=$REVISION \
       org.opencontainers.image.source=https://github.com/podslo/podslo \
-      org.opencontainers.image.licenses=NOASSERTION
+      org.opencontainers.image.licenses=Apache-2.0
 COPY --from=build /src/bin/podslo /podslo
 COPY --from=build /src/bin/podslo-exporter /podslo-exporter
 USER 65532:65532

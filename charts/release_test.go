@@ -45,3 +45,32 @@ func TestVersionsAgree(t *testing.T) {
 	assert.True(t, regexp.MustCompile(`(?m)^## `+regexp.QuoteMeta(version)+`$`).Match(changelog),
 		"CHANGELOG.md has no section \"## %s\"", version)
 }
+
+// TestLicenseEverywhere: the repository is Apache-2.0 (LICENSE), and every
+// artifact that names its license says so: the chart's ArtifactHub
+// annotation, the image label make image writes (IMAGE_LICENSES) and the
+// Dockerfile's.
+func TestLicenseEverywhere(t *testing.T) {
+	license, err := os.ReadFile(filepath.Join(Root(), "LICENSE"))
+	require.NoError(t, err)
+	assert.Regexp(t, `^\s*Apache License\s+Version 2\.0, January 2004\s`, string(license))
+
+	raw, err := os.ReadFile(filepath.Join(ChartDir(), "Chart.yaml"))
+	require.NoError(t, err)
+	var chart struct {
+		Annotations map[string]string `yaml:"annotations"`
+		Maintainers []struct {
+			Name string `yaml:"name"`
+		} `yaml:"maintainers"`
+	}
+	require.NoError(t, yaml.Unmarshal(raw, &chart))
+	assert.Equal(t, "Apache-2.0", chart.Annotations["artifacthub.io/license"])
+	assert.NotEmpty(t, chart.Maintainers, "Chart.yaml names its maintainers")
+
+	makefile, err := os.ReadFile(filepath.Join(Root(), "Makefile"))
+	require.NoError(t, err)
+	assert.Regexp(t, `(?m)^IMAGE_LICENSES \?= Apache-2\.0$`, string(makefile))
+	dockerfile, err := os.ReadFile(filepath.Join(Root(), "Dockerfile"))
+	require.NoError(t, err)
+	assert.Regexp(t, `org\.opencontainers\.image\.licenses=Apache-2\.0\b`, string(dockerfile))
+}

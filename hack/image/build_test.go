@@ -52,7 +52,7 @@ func testOptions(t *testing.T) []string {
 		"--exporter-binary", "linux/arm64=" + fakeELF(t, elf.EM_AARCH64, false),
 		"--ca-certs", "/etc/ssl/certs/ca-certificates.crt",
 		"--name", "ghcr.io/podslo/podslo", "--version", "0.1.0", "--revision", "0123abcd",
-		"--source", "https://github.com/podslo/podslo", "--licenses", "NOASSERTION",
+		"--source", "https://github.com/podslo/podslo", "--licenses", "Apache-2.0",
 		"--created", "2026-01-02T03:04:05Z",
 	}
 }

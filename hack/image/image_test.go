@@ -95,7 +95,7 @@ func TestImageLayout(t *testing.T) {
 		assert.Equal(t, rel.version, got[labelVersion])
 		assert.Equal(t, rel.revision, got[labelRevision])
 		assert.Equal(t, "https://github.com/podslo/podslo", got[labelSource])
-		assert.NotEmpty(t, got[labelLicenses])
+		assert.Equal(t, "Apache-2.0", got[labelLicenses], "the LICENSE of the repository")
 		created, err := time.Parse(time.RFC3339, got[labelCreated])
 		if assert.NoError(t, err) {
 			assert.True(t, rel.created.Equal(created), "created %s, HEAD's commit date %s", created, rel.created)
