@@ -136,29 +136,27 @@ release: image helmbin
 # race step's is 30m, not go test's 10m: on a cold machine the exporter
 # package alone ran past 10 minutes (docs/testing.md).
 #
-# What the race step and the end-to-end test need is built first, as two
-# chains at once, each one build after another, beside a download of every
-# module the builds need (which waits on the network, not the CPU, so that
-# the builds find their modules there). The chains are laid out so that
-# packages compile once (docs/testing.md, "How long make test takes"): go
-# does not share a compile in progress between two builds, so a package
-# both need, built by both at once, compiles twice.
+# What comes before the tests runs as two chains at once, each one build
+# after another, beside a download of every module the builds need (which
+# waits on the network, not the CPU, so that the builds find their modules
+# there). The chains are laid out so that packages compile once
+# (docs/testing.md, "How long make test takes"): go does not share a
+# compile in progress between two builds, so a package both need, built
+# by both at once, compiles twice.
 #  - Chain A builds outside -race, CGO_ENABLED=0 without -trimpath: podslo
-#    and its image first, then the control plane and kwok, which take every
-#    package they share with podslo (k8s.io/api, client-go, grpc...) from
-#    the cache, since the modules pin the same versions (make lint holds
-#    it: hack/buildshare); then Helm, whose own requirements are newer
-#    (x/net v0.60).
+#    and its image first, then the Kubernetes binaries and kwok, which take
+#    every package they share with podslo (k8s.io/api, client-go, grpc...)
+#    from the cache, since the modules pin the same versions (make lint
+#    holds it: hack/buildshare); then Helm, whose own requirements are
+#    newer (x/net v0.60).
 #  - Chain B: make lint (go vet -race compiles podslo's dependencies as the
-#    race step needs them), then Prometheus and its stack, which share
-#    nothing with chain A.
-# The rest (the runtime, kubelet and kube-proxy, which only the real-node
-# suites need, and the dashboard linter) is built by test-cpu below, beside
-# the tests that wait.
+#    race step needs them), then the builds whose modules share nothing
+#    with chain A's: the runtime, Prometheus and its stack, the dashboard
+#    linter.
 # Each step prints its duration ("step NAME: N s"), and so do the test
 # steps below, so that every CI log says where the time went.
-PREREQS_A := image-test clusterbin kwokbin helmbin
-PREREQS_B := lint promstackbin
+PREREQS_A := image-test k8sbin kwokbin helmbin
+PREREQS_B := lint runtimebin promstackbin dashboard-lint
 .PHONY: test-prereqs prereqs-a prereqs-b moddownload
 test-prereqs:
 	@$(call step,prereqs,$(MAKE) -j3 --output-sync=target prereqs-a prereqs-b moddownload)
@@ -188,21 +186,12 @@ moddownload:
 # fails.
 step = s=$$(date +%s); if $(2); then echo "step $(1): $$(( $$(date +%s) - s )) s"; else rc=$$?; echo "step $(1): failed after $$(( $$(date +%s) - s )) s"; exit $$rc; fi
 
-# The tests run as two chains at once:
-#  - test-waiting, at normal priority: the end-to-end test beside the short
-#    chaos run, each on its own kwok cluster, then the real-node suites.
-#    They mostly wait (chaos-short used 97 s of CPU in its 397 s), and
-#    their timing is what they check: kwok's stages against the measured
-#    latencies, podslo's milliseconds against the kubelet's.
-#  - test-cpu, at nice 19: the node's binaries (the runtime, kubelet,
-#    kube-proxy), which the real-node suites wait for; the race step; the
-#    harness modules' race tests; the dashboard linter. It takes the CPU
-#    the waiting chain leaves, and gives it back at once: the kernel runs a
-#    nice 0 process before a nice 19 one. Without nice, the race step's
-#    compiles beside them made kwok 23 s late and podslo 118 ms off the
-#    kubelet (4ff0514, docs/testing.md).
-# Each step prints its duration; the two chains' output comes whole, one
-# after the other.
+# The end-to-end test and the short chaos run go at once, each on its own
+# kwok cluster: they mostly wait (chaos-short used 97 s of CPU in its
+# 397 s, a quarter of one core), and the chaos run judges counts, never
+# latencies. The real-node suites stay alone: they compare podslo's
+# milliseconds with the kubelet's. Nothing runs beside the race step,
+# whose compiles once made kwok 23 s late (docs/testing.md).
 #
 # Every go test of make test runs with -vet=off: make lint has run the
 # whole of go vet on every module, a superset of go test's checks, and go
@@ -214,46 +203,14 @@ step = s=$$(date +%s); if $(2); then echo "step $(1): $$(( $$(date +%s) - s )) s
 # vet -race and the race steps), and with CGO_ENABLED=0 without -trimpath
 # (image-test, the Kubernetes binaries, kwok, the tests outside -race, the
 # builds of internal/testenv and of chaos-short).
-.PHONY: test-waiting test-cpu
 test: test-prereqs
-	@mkdir -p bin && rm -f bin/.nodebin-done bin/.nodebin-failed
-	@$(call step,tests,$(MAKE) --no-print-directory -j2 --output-sync=target test-waiting test-cpu)
-
-test-waiting:
-	@$(call step,e2e and chaos-short,CGO_ENABLED=0 $(MAKE) --no-print-directory -j2 --output-sync=target e2e chaos-short TRIMPATH=)
-	@until [ -e bin/.nodebin-done ]; do if [ -e bin/.nodebin-failed ]; then echo "the node's binaries did not build (test-cpu)"; exit 1; fi; sleep 2; done
+	@$(call step,race,$(GO) test -vet=off -race -count=1 -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$'))
 	@$(call step,internal/realnode,CGO_ENABLED=0 $(GO) test -vet=off -count=1 -timeout 10m ./internal/realnode/)
 	@$(call step,e2e/realnode,CGO_ENABLED=0 $(GO) test -vet=off -count=1 -timeout 30m ./e2e/realnode/)
-
-NICE := nice -n 19
-
-# test-race: the race step. The exporter package is most of its time (693
-# s of the 1,179 in a cold run), a test after another, each mostly waiting
-# on a process or a timeout, so it runs as two processes of one test
-# binary beside the other packages' go test: EXPORTER_SHARD's tests and the
-# rest. Every test runs once, each in its own process as before (no test
-# of the package shares state with another but through files named per
-# test or per release commit).
-EXPORTER_SHARD := ^Test(UpgradeFromPreviousRelease|WindowsAcrossRollback|Restart|SIGTERMStopsCleanly|DeletedWhileTheWatchWasDown|NoTimeoutWhileTheWatchIsDown|TimeoutsWaitForTheEventWatch|APIServerOutage|ImagePullsAcrossSIGKILL)
-RACE_TEST := -vet=off -race -count=1 -timeout 30m
-.PHONY: test-race
-test-race:
-	@mkdir -p bin && $(NICE) $(GO) test -vet=off -race -c -o bin/exporter.race.test ./exporter/
-	@pkgs=$$($(GO) list ./... | grep -v -e '/e2e$$' -e '/internal/realnode$$' -e '/e2e/realnode$$' -e '/exporter$$'); \
-	$(NICE) $(GO) test $(RACE_TEST) $$pkgs > bin/race-packages.log 2>&1 & p1=$$!; \
-	(cd exporter && $(NICE) ../bin/exporter.race.test -test.count=1 -test.timeout=30m -test.run '$(EXPORTER_SHARD)') > bin/race-exporter-1.log 2>&1 & p2=$$!; \
-	(cd exporter && $(NICE) ../bin/exporter.race.test -test.count=1 -test.timeout=30m -test.skip '$(EXPORTER_SHARD)') > bin/race-exporter-2.log 2>&1 & p3=$$!; \
-	rc=0; wait $$p1 || rc=1; wait $$p2 || rc=1; wait $$p3 || rc=1; \
-	cat bin/race-packages.log; echo "exporter, $(EXPORTER_SHARD):"; cat bin/race-exporter-1.log; echo "exporter, the rest:"; cat bin/race-exporter-2.log; exit $$rc
-
-test-cpu:
-	@s=$$(date +%s); if $(NICE) $(MAKE) --no-print-directory nodebin; then touch bin/.nodebin-done; echo "step nodebin: $$(( $$(date +%s) - s )) s"; \
-	  else touch bin/.nodebin-failed; echo "step nodebin: failed"; exit 1; fi
-	@$(call step,race,$(MAKE) --no-print-directory test-race)
-	@$(call step,hack/harness,(cd hack/harness && $(NICE) $(GO) test -vet=off -race -count=1 ./...))
-	@$(call step,hack/chaos,(cd hack/chaos && $(NICE) $(GO) test -vet=off -race -count=1 ./...))
-	@$(call step,hack/scale,(cd hack/scale && $(NICE) $(GO) test -vet=off -race -count=1 ./...))
-	@$(call step,dashboard-lint,$(NICE) $(MAKE) --no-print-directory dashboard-lint)
+	@$(call step,hack/harness,(cd hack/harness && $(GO) test -vet=off -race -count=1 ./...))
+	@$(call step,hack/chaos,(cd hack/chaos && $(GO) test -vet=off -race -count=1 ./...))
+	@$(call step,hack/scale,(cd hack/scale && $(GO) test -vet=off -race -count=1 ./...))
+	@$(call step,e2e and chaos-short,CGO_ENABLED=0 $(MAKE) --no-print-directory -j2 --output-sync=target e2e chaos-short TRIMPATH=)
 
 ## demo: podslo on a simulated cluster (kwok), with a live table per class;
 ## Ctrl-C stops it. A first run builds the control plane and kwok (about 10
