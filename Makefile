@@ -541,7 +541,7 @@ chaos: build testbin kwokbin
 
 ## chaos-short: the same with 300 pods, 4 kills, a 15 s outage, one
 ## compaction and a 10 s full disk, in about 7 minutes; the last step of
-## `make test`. Its state filesystem is a tmpfs: CI containers may have no
+## `make test`, beside the end-to-end test. Its state filesystem is a tmpfs: CI containers may have no
 ## loop device.
 chaos-short: build testbin kwokbin
 	cd hack/chaos && CGO_ENABLED=0 $(GO) run . --pods 300 --pods-per-node 50 --create-rate 30 --churn-rate 1.5 \
